@@ -1,0 +1,34 @@
+#pragma once
+// The compiler's passes from operator graph to tile graph: BN folding, tiling
+// (APU, ASPEN §3.1), tile edges, memory plan. Knows nothing of kernels.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "graph/tile_graph.hpp"
+
+namespace tessera::graph {
+
+struct OpReport {
+  std::string name;
+  OpType type;
+  std::string kernel;
+  int32_t tiles = 0;
+  std::string note;  // e.g. "BatchNormalization folded in"
+};
+
+struct CompileReport {
+  std::vector<OpReport> ops;
+  int64_t nodes = 0;
+  int64_t edges = 0;
+  uint64_t arena_bytes = 0;
+  uint64_t arena_bytes_without_reuse = 0;
+  uint64_t weight_bytes = 0;
+  std::vector<std::string> notes;  // folded ops and other passes' decisions
+};
+
+// Runs every pass; throws tessera::Error on a graph it cannot compile.
+TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileReport* report);
+
+}  // namespace tessera::graph

@@ -1,0 +1,16 @@
+#pragma once
+// Tessera's own per-op shape functions: the output shape an operator produces
+// from its input shapes and attributes. Used by the importer (cross-checked
+// against ONNX shape inference) and by the .tess reader's semantic checks.
+#include <vector>
+
+#include "graph/operator.hpp"
+#include "graph/shape.hpp"
+
+namespace tessera::graph {
+
+// Throws tessera::Error naming the op when the input count, ranks or sizes do
+// not fit the op and its attributes.
+Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes);
+
+}  // namespace tessera::graph

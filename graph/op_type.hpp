@@ -1,0 +1,61 @@
+#pragma once
+// The operators Tessera's tile graph knows. Values are stored in `.tess`
+// files: append new ones at the end, never renumber.
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tessera::graph {
+
+enum class OpType : uint16_t {
+  Conv = 0,
+  Gemm = 1,
+  MatMul = 2,
+  Relu = 3,
+  Clip = 4,
+  Sigmoid = 5,
+  Add = 6,
+  Mul = 7,
+  MaxPool = 8,
+  AveragePool = 9,
+  GlobalAveragePool = 10,
+  Flatten = 11,
+  Reshape = 12,
+  Concat = 13,
+  Softmax = 14,
+  BatchNormalization = 15,  // folded into the preceding Conv when possible
+};
+
+inline constexpr OpType kLastOpType = OpType::BatchNormalization;
+
+constexpr std::string_view op_type_name(OpType t) {
+  switch (t) {
+    case OpType::Conv: return "Conv";
+    case OpType::Gemm: return "Gemm";
+    case OpType::MatMul: return "MatMul";
+    case OpType::Relu: return "Relu";
+    case OpType::Clip: return "Clip";
+    case OpType::Sigmoid: return "Sigmoid";
+    case OpType::Add: return "Add";
+    case OpType::Mul: return "Mul";
+    case OpType::MaxPool: return "MaxPool";
+    case OpType::AveragePool: return "AveragePool";
+    case OpType::GlobalAveragePool: return "GlobalAveragePool";
+    case OpType::Flatten: return "Flatten";
+    case OpType::Reshape: return "Reshape";
+    case OpType::Concat: return "Concat";
+    case OpType::Softmax: return "Softmax";
+    case OpType::BatchNormalization: return "BatchNormalization";
+  }
+  return "Unknown";
+}
+
+inline std::optional<OpType> op_type_from_name(std::string_view name) {
+  for (uint16_t i = 0; i <= static_cast<uint16_t>(kLastOpType); ++i) {
+    auto t = static_cast<OpType>(i);
+    if (op_type_name(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tessera::graph

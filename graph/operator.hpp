@@ -1,0 +1,56 @@
+#pragma once
+// One operator of the graph: its type, attributes and tensor operands.
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "graph/op_type.hpp"
+
+namespace tessera::graph {
+
+// Attributes of every supported operator, normalised by the importer so that
+// kernels never see ONNX defaults or optional forms:
+//  - Conv/MaxPool/AveragePool: kernel_shape, strides, dilations have one entry
+//    per spatial dim; pads has 2 × spatial entries (all begins, then all ends),
+//    auto_pad already resolved into explicit pads.
+//  - Clip: clip_min/clip_max always set (±inf when absent).
+//  - Gemm: alpha, beta, trans_a, trans_b. C (if any) is input 2 and
+//    broadcastable to [M, N].
+//  - Concat, Softmax, Flatten: axis non-negative. Softmax before opset 13
+//    normalises over all dims [axis, rank) jointly: softmax_coerce_2d is set.
+//  - Reshape and Flatten: new_shape is the resolved output shape (no 0 or -1);
+//    the shape operand is dropped, the data is the only input.
+//  - BatchNormalization (inference form): inputs X, scale, B, mean, var; epsilon.
+struct OpAttributes {
+  std::vector<int64_t> kernel_shape;
+  std::vector<int64_t> strides;
+  std::vector<int64_t> pads;
+  std::vector<int64_t> dilations;
+  int64_t group = 1;
+  int64_t axis = 0;
+  float alpha = 1.0f;
+  float beta = 1.0f;
+  bool trans_a = false;
+  bool trans_b = false;
+  float clip_min = -std::numeric_limits<float>::infinity();
+  float clip_max = std::numeric_limits<float>::infinity();
+  bool count_include_pad = false;
+  bool ceil_mode = false;
+  bool softmax_coerce_2d = false;
+  float epsilon = 1e-5f;
+  std::vector<int64_t> new_shape;
+
+  bool operator==(const OpAttributes&) const = default;
+};
+
+struct Operator {
+  std::string name;  // the ONNX node name (or a generated one), for errors and reports
+  OpType type = OpType::Relu;
+  OpAttributes attrs;
+  std::vector<int32_t> inputs;   // tensor indices; weights are tensors too
+  std::vector<int32_t> outputs;  // tensor indices; every supported op has one output
+  std::string kernel = "reference";  // kernel variant chosen by the compiler
+};
+
+}  // namespace tessera::graph

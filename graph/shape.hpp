@@ -1,0 +1,33 @@
+#pragma once
+// A tensor's dimensions, outermost first (ONNX order).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::graph {
+
+using Shape = std::vector<int64_t>;
+
+inline int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Row-major strides in elements.
+inline std::vector<int64_t> shape_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+inline std::string shape_to_string(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace tessera::graph

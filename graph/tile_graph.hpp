@@ -1,0 +1,56 @@
+#pragma once
+// The compiled model: what `tessera compile` produces, what a `.tess` file
+// stores and what the runtime executes. Tensors are placed either in the
+// per-request activation arena or in the (read-only) weights.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/dtype.hpp"
+#include "graph/operator.hpp"
+#include "graph/region.hpp"
+#include "graph/shape.hpp"
+
+namespace tessera::graph {
+
+enum class TensorStorage : uint8_t { Arena = 0, Weight = 1 };
+
+struct CompiledTensor {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::Float32;
+  TensorStorage storage = TensorStorage::Arena;
+  uint64_t arena_offset = 0;        // bytes from the arena start, when storage == Arena
+  std::span<const float> weight;    // when storage == Weight; memory kept by TileGraph::storage
+  int64_t byte_size() const { return shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype)); }
+};
+
+// One node of the tile graph = one tile of one operator (ASPEN §3.1).
+struct TileNode {
+  int32_t op = 0;                  // index into TileGraph::ops
+  Region region;                   // the part of the op's output this node computes
+  std::vector<int32_t> children;   // nodes that read what this node writes
+  int32_t parent_count = 0;        // number of nodes whose output this node reads
+  int32_t depth = 0;               // longest path from a source node
+};
+
+struct CompileOptions {
+  int32_t tiles = 0;    // requested tiles per op (0: the compiler's rule)
+  int32_t threads = 0;  // thread count the graph was tuned for (0: unspecified)
+  std::string target;   // the machine it was compiled for, e.g. "x86_64 avx512f"
+};
+
+struct TileGraph {
+  std::vector<CompiledTensor> tensors;
+  std::vector<Operator> ops;       // in topological order
+  std::vector<TileNode> nodes;     // in topological order (parents before children)
+  std::vector<int32_t> inputs;     // tensor indices of the model inputs
+  std::vector<int32_t> outputs;    // tensor indices of the model outputs
+  uint64_t arena_bytes = 0;        // size of one request's activation arena
+  CompileOptions options;
+  std::shared_ptr<const void> storage;  // owns the memory the weight spans point into
+};
+
+}  // namespace tessera::graph

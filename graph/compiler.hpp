@@ -28,6 +28,12 @@ struct CompileReport {
   std::vector<std::string> notes;  // folded ops and other passes' decisions
 };
 
+// Structural checks every pass relies on: tensor indices in range, one output
+// per op, ops in topological order, each tensor produced once, weights' data
+// sizes, and every output shape equal to infer_output_shape's. Throws
+// tessera::Error naming the op or tensor.
+void check_graph(const Graph& graph);
+
 // Runs every pass; throws tessera::Error on a graph it cannot compile.
 TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileReport* report);
 

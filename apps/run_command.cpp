@@ -1,0 +1,190 @@
+// `tessera run MODEL.tess`: run a compiled model through the public API and
+// report latency statistics.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "apps/commands.hpp"
+#include "apps/format.hpp"
+#include "apps/npy.hpp"
+#include "graph/error.hpp"
+#include "tessera/tessera.hpp"
+
+namespace tessera::apps {
+
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::string output_dir;
+  int32_t threads = 0;
+  int32_t iterations = 10;
+  int32_t warmup = 2;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+struct LatencyStats {
+  double min = 0, median = 0, p90 = 0, mean = 0;
+};
+
+LatencyStats summarise(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  LatencyStats s;
+  if (ms.empty()) return s;
+  s.min = ms.front();
+  s.median = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  s.p90 = ms[std::min(ms.size() - 1, static_cast<size_t>(std::ceil(0.9 * ms.size())) - 1)];
+  for (double v : ms) s.mean += v;
+  s.mean /= static_cast<double>(ms.size());
+  return s;
+}
+
+// Output file names: every character outside [A-Za-z0-9_.-] becomes '_'.
+std::string file_name_for(const std::string& tensor_name) {
+  std::string out = tensor_name;
+  for (char& c : out)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) c = '_';
+  if (out.empty() || out == "." || out == "..") out = "_" + out;
+  return out;
+}
+
+// Reads --input NAME=FILE pairs; model inputs not named get seeded random data.
+std::vector<NpyArray> gather_inputs(const RunArgs& a, const Model& model, Inputs& inputs) {
+  std::vector<NpyArray> arrays;
+  arrays.reserve(a.inputs.size() + model.inputs().size());
+  std::vector<std::string> given;
+  for (const auto& spec : a.inputs) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      throw Error("--input '" + spec + "' should be NAME=FILE.npy");
+    const std::string name = spec.substr(0, eq);
+    try {
+      arrays.push_back(read_npy(spec.substr(eq + 1)));
+    } catch (const Error& e) {
+      throw Error("input '" + name + "': " + e.what());
+    }
+    inputs.emplace_back(name, TensorView{arrays.back().data.data(), arrays.back().shape});
+    given.push_back(name);
+  }
+  if (!a.inputs.empty()) return arrays;  // explicit inputs: the session checks them all
+  std::mt19937_64 rng(a.seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const auto& spec : model.inputs()) {
+    NpyArray r;
+    r.shape = spec.shape;
+    int64_t n = 1;
+    for (int64_t d : spec.shape) n *= d;
+    r.data.resize(static_cast<size_t>(n));
+    for (float& v : r.data) v = uniform(rng);
+    arrays.push_back(std::move(r));
+    inputs.emplace_back(spec.name, TensorView{arrays.back().data.data(), arrays.back().shape});
+  }
+  return arrays;
+}
+
+struct OutputSummary {
+  std::string file;
+  double min = 0, max = 0, mean = 0;
+};
+
+OutputSummary summarise_output(const Tensor& t) {
+  OutputSummary s;
+  if (t.data.empty()) return s;
+  s.min = s.max = t.data[0];
+  double sum = 0;
+  for (float v : t.data) {
+    s.min = std::min<double>(s.min, v);
+    s.max = std::max<double>(s.max, v);
+    sum += v;
+  }
+  s.mean = sum / static_cast<double>(t.data.size());
+  return s;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  auto* sub = app.add_subcommand("run", "Run a compiled .tess model and time it");
+  sub->add_option("model", args->model, ".tess model file")->required();
+  sub->add_option("--input", args->inputs, "NAME=FILE.npy (float32); random data when none given");
+  sub->add_option("--output-dir", args->output_dir, "Write each output as DIR/NAME.npy");
+  sub->add_option("--threads", args->threads, "Worker threads (default: all cores)")
+      ->check(CLI::Range(1, 4096));
+  sub->add_option("--iterations", args->iterations, "Timed runs")->check(CLI::Range(1, 1000000));
+  sub->add_option("--warmup", args->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000));
+  sub->add_option("--seed", args->seed, "Seed of the random inputs");
+  sub->add_flag("--json", args->json, "Print one JSON object");
+  return [args] {
+    Engine engine({.threads = args->threads});
+    auto model = engine.load(args->model);
+    if (!model) throw Error(model.error());
+    Inputs inputs;
+    const auto arrays = gather_inputs(*args, *model, inputs);
+    Session session = model->session();
+
+    std::vector<double> ms;
+    std::optional<Result<Outputs>> last;
+    for (int32_t i = 0; i < args->warmup + args->iterations; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      auto result = session.run(inputs);
+      const auto stop = std::chrono::steady_clock::now();
+      if (!result) throw Error(result.error());
+      if (i >= args->warmup)
+        ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+      last.emplace(std::move(result));
+    }
+    const Outputs& outputs = last->value();
+    std::vector<OutputSummary> summaries;
+    if (!args->output_dir.empty()) std::filesystem::create_directories(args->output_dir);
+    for (const auto& t : outputs.tensors) {
+      OutputSummary s = summarise_output(t);
+      if (!args->output_dir.empty()) {
+        s.file = (std::filesystem::path(args->output_dir) / (file_name_for(t.name) + ".npy")).string();
+        write_npy(s.file, t.shape, t.data.data());
+      }
+      summaries.push_back(s);
+    }
+    const LatencyStats lat = summarise(ms);
+    if (args->json) {
+      std::string j = "{\"model\": " + json_string(args->model) +
+                      ", \"threads\": " + std::to_string(engine.threads()) +
+                      ", \"iterations\": " + std::to_string(args->iterations) +
+                      ", \"warmup\": " + std::to_string(args->warmup) + ", \"latency_ms\": {\"min\": " +
+                      json_number(lat.min) + ", \"median\": " + json_number(lat.median) +
+                      ", \"p90\": " + json_number(lat.p90) + ", \"mean\": " + json_number(lat.mean) +
+                      "}, \"outputs\": [";
+      for (size_t i = 0; i < outputs.tensors.size(); ++i) {
+        const auto& t = outputs.tensors[i];
+        const auto& s = summaries[i];
+        j += std::string(i ? ", " : "") + "{\"name\": " + json_string(t.name) +
+             ", \"shape\": " + json_dims(t.shape) + ", \"min\": " + json_number(s.min) +
+             ", \"max\": " + json_number(s.max) + ", \"mean\": " + json_number(s.mean) +
+             ", \"file\": " + (s.file.empty() ? std::string("null") : json_string(s.file)) + "}";
+      }
+      std::printf("%s]}\n", j.c_str());
+      return 0;
+    }
+    std::printf("tessera run: %s on %d threads, %d iterations (%d warm-up)\n", args->model.c_str(),
+                engine.threads(), args->iterations, args->warmup);
+    std::printf("  latency ms: min %.3f  median %.3f  p90 %.3f  mean %.3f\n", lat.min, lat.median,
+                lat.p90, lat.mean);
+    for (size_t i = 0; i < outputs.tensors.size(); ++i) {
+      const auto& t = outputs.tensors[i];
+      const auto& s = summaries[i];
+      std::printf("  output %s %s: min %.6g max %.6g mean %.6g%s%s\n", t.name.c_str(),
+                  json_dims(t.shape).c_str(), s.min, s.max, s.mean, s.file.empty() ? "" : " -> ",
+                  s.file.c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace tessera::apps

@@ -1,0 +1,293 @@
+// Dependency functions (ASPEN §3.1): the exact box of every operand that
+// computing one region of an op's output reads. The tiler turns them into
+// tile-to-tile edges, so a box that is too small is a data race and one that
+// is too large costs parallelism; tests compare them with brute force.
+#include "graph/dependency.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "graph/error.hpp"
+
+namespace tessera::graph {
+namespace {
+
+[[noreturn]] void fail(const Operator& op, const std::string& what) {
+  throw Error(std::string(op_type_name(op.type)) + " '" + op.name + "': " + what);
+}
+
+void need_inputs(const Operator& op, const std::vector<Shape>& in, size_t lo, size_t hi) {
+  if (in.size() < lo || in.size() > hi)
+    fail(op, "dependency: expected " + std::to_string(lo) + " to " + std::to_string(hi) +
+                 " input shapes, got " + std::to_string(in.size()));
+}
+
+void need_rank(const Operator& op, const Shape& s, size_t rank) {
+  if (s.size() != rank) fail(op, "dependency: operand " + shape_to_string(s) + " has wrong rank");
+}
+
+// Adds the dependency when it reads something; clamps it to the operand.
+void add(std::vector<InputDependency>& deps, int32_t operand, Region r, const Shape& shape) {
+  for (size_t d = 0; d < r.rank(); ++d) {
+    r.begin[d] = std::max<int64_t>(r.begin[d], 0);
+    r.end[d] = std::min<int64_t>(r.end[d], shape[d]);
+  }
+  if (!r.empty()) deps.push_back({operand, std::move(r)});
+}
+
+// Maps an output region onto an operand that is broadcast (numpy rules,
+// right-aligned) to the output: size-1 dims read element 0.
+Region broadcast_map(const Region& out, const Shape& in) {
+  Region r{std::vector<int64_t>(in.size()), std::vector<int64_t>(in.size())};
+  size_t offset = out.rank() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == 1) {
+      r.begin[i] = 0;
+      r.end[i] = 1;
+    } else {
+      r.begin[i] = out.begin[offset + i];
+      r.end[i] = out.end[offset + i];
+    }
+  }
+  return r;
+}
+
+// Bounding range of the input positions that the windows of outputs
+// [o0, o1) actually touch inside [0, size): taps landing in padding read
+// nothing, and with dilation a window may skip the input's border rows.
+// Empty ([0,0)) when no tap lands inside.
+std::pair<int64_t, int64_t> window_range(int64_t o0, int64_t o1, int64_t size, int64_t kernel,
+                                         int64_t stride, int64_t pad, int64_t dilation) {
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  int64_t hi = std::numeric_limits<int64_t>::min();
+  for (int64_t o = o0; o < o1; ++o) {
+    int64_t start = o * stride - pad;
+    // First tap at or after 0.
+    int64_t j_first = start >= 0 ? 0 : (-start + dilation - 1) / dilation;
+    // Last tap before `size`.
+    int64_t last_tap = start + (kernel - 1) * dilation;
+    int64_t j_last = last_tap < size ? kernel - 1 : (size - 1 - start) / dilation;
+    if (size - 1 - start < 0) continue;  // window starts past the input
+    if (j_first > j_last || j_first >= kernel) continue;
+    lo = std::min(lo, start + j_first * dilation);
+    hi = std::max(hi, start + j_last * dilation + 1);
+  }
+  if (lo >= hi) return {0, 0};
+  return {lo, hi};
+}
+
+void spatial_deps(const Operator& op, const Shape& x, const Region& out, Region& xr) {
+  const OpAttributes& a = op.attrs;
+  if (a.kernel_shape.size() != 2 || a.strides.size() != 2 || a.dilations.size() != 2 ||
+      a.pads.size() != 4)
+    fail(op, "dependency: spatial attributes have wrong sizes");
+  for (size_t i = 0; i < 2; ++i) {
+    auto [lo, hi] = window_range(out.begin[2 + i], out.end[2 + i], x[2 + i], a.kernel_shape[i],
+                                 a.strides[i], a.pads[i], a.dilations[i]);
+    xr.begin[2 + i] = lo;
+    xr.end[2 + i] = hi;
+  }
+}
+
+// Smallest box of `shape` covering the flat (row-major) index range
+// [f0, f1]. Per dim the coordinate is (f / stride) mod size, and f / stride
+// takes every value between its ends, so a dim is fully covered when that
+// quotient runs through `size` values or wraps around.
+Region flat_range_box(int64_t f0, int64_t f1, const Shape& shape) {
+  auto strides = shape_strides(shape);
+  Region r{std::vector<int64_t>(shape.size()), std::vector<int64_t>(shape.size())};
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t q0 = f0 / strides[d], q1 = f1 / strides[d];
+    int64_t c0 = q0 % shape[d], c1 = q1 % shape[d];
+    if (q1 - q0 + 1 >= shape[d] || c0 > c1) {
+      r.begin[d] = 0;
+      r.end[d] = shape[d];
+    } else {
+      r.begin[d] = c0;
+      r.end[d] = c1 + 1;
+    }
+  }
+  return r;
+}
+
+int64_t flat_index(const std::vector<int64_t>& coord, const Shape& shape) {
+  auto strides = shape_strides(shape);
+  int64_t f = 0;
+  for (size_t d = 0; d < shape.size(); ++d) f += coord[d] * strides[d];
+  return f;
+}
+
+}  // namespace
+
+std::vector<InputDependency> tile_dependencies(const Operator& op,
+                                               const std::vector<Shape>& in,
+                                               const Shape& output_shape, const Region& out) {
+  if (!region_inside(out, output_shape) || out.empty())
+    fail(op, "dependency: region " + region_to_string(out) + " is empty or outside the output " +
+                 shape_to_string(output_shape));
+  std::vector<InputDependency> deps;
+  const OpAttributes& a = op.attrs;
+  switch (op.type) {
+    case OpType::Conv: {
+      need_inputs(op, in, 2, 3);
+      need_rank(op, in[0], 4);
+      need_rank(op, in[1], 4);
+      need_rank(op, output_shape, 4);
+      const Shape& x = in[0];
+      if (a.group < 1 || output_shape[1] % a.group != 0) fail(op, "dependency: bad group");
+      int64_t out_per_group = output_shape[1] / a.group;
+      int64_t in_per_group = in[1][1];
+      int64_t g0 = out.begin[1] / out_per_group, g1 = (out.end[1] - 1) / out_per_group + 1;
+      Region xr{{out.begin[0], g0 * in_per_group, 0, 0}, {out.end[0], g1 * in_per_group, 0, 0}};
+      spatial_deps(op, x, out, xr);
+      add(deps, 0, xr, x);
+      add(deps, 1, Region{{out.begin[1], 0, 0, 0}, {out.end[1], in[1][1], in[1][2], in[1][3]}},
+          in[1]);
+      if (in.size() == 3) {
+        need_rank(op, in[2], 1);
+        add(deps, 2, Region{{out.begin[1]}, {out.end[1]}}, in[2]);
+      }
+      break;
+    }
+    case OpType::MaxPool:
+    case OpType::AveragePool: {
+      need_inputs(op, in, 1, 1);
+      need_rank(op, in[0], 4);
+      need_rank(op, output_shape, 4);
+      Region xr = out;
+      spatial_deps(op, in[0], out, xr);
+      add(deps, 0, xr, in[0]);
+      break;
+    }
+    case OpType::GlobalAveragePool: {
+      need_inputs(op, in, 1, 1);
+      if (in[0].size() != out.rank() || in[0].size() < 3) fail(op, "dependency: bad rank");
+      Region xr = Region::whole(in[0]);
+      for (size_t d = 0; d < 2; ++d) {
+        xr.begin[d] = out.begin[d];
+        xr.end[d] = out.end[d];
+      }
+      add(deps, 0, xr, in[0]);
+      break;
+    }
+    case OpType::Gemm: {
+      need_inputs(op, in, 2, 3);
+      need_rank(op, in[0], 2);
+      need_rank(op, in[1], 2);
+      need_rank(op, output_shape, 2);
+      int64_t k = a.trans_a ? in[0][0] : in[0][1];
+      int64_t m0 = out.begin[0], m1 = out.end[0], n0 = out.begin[1], n1 = out.end[1];
+      add(deps, 0, a.trans_a ? Region{{0, m0}, {k, m1}} : Region{{m0, 0}, {m1, k}}, in[0]);
+      add(deps, 1, a.trans_b ? Region{{n0, 0}, {n1, k}} : Region{{0, n0}, {k, n1}}, in[1]);
+      if (in.size() == 3) {
+        if (in[2].size() > 2) fail(op, "dependency: C has rank > 2");
+        add(deps, 2, broadcast_map(out, in[2]), in[2]);
+      }
+      break;
+    }
+    case OpType::MatMul: {
+      need_inputs(op, in, 2, 2);
+      Shape sa = in[0], sb = in[1];
+      if (sa.empty() || sb.empty()) fail(op, "dependency: rank-0 operand");
+      bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
+      if (a_vec) sa.insert(sa.begin(), 1);
+      if (b_vec) sb.push_back(1);
+      size_t batch_rank = std::max(sa.size(), sb.size()) - 2;
+      if (output_shape.size() != batch_rank + (a_vec ? 0 : 1) + (b_vec ? 0 : 1))
+        fail(op, "dependency: output rank does not match operands");
+      // The output region with the vector dims put back as [0,1).
+      Region full{Shape(out.begin.begin(), out.begin.begin() + batch_rank),
+                  Shape(out.end.begin(), out.end.begin() + batch_rank)};
+      size_t pos = batch_rank;
+      int64_t m0 = 0, m1 = 1, n0 = 0, n1 = 1;
+      if (!a_vec) m0 = out.begin[pos], m1 = out.end[pos], ++pos;
+      if (!b_vec) n0 = out.begin[pos], n1 = out.end[pos];
+      int64_t k = sa.back();
+      Region ar = broadcast_map(full, Shape(sa.begin(), sa.end() - 2));
+      ar.begin.insert(ar.begin.end(), {m0, 0});
+      ar.end.insert(ar.end.end(), {m1, k});
+      Region br = broadcast_map(full, Shape(sb.begin(), sb.end() - 2));
+      br.begin.insert(br.begin.end(), {0, n0});
+      br.end.insert(br.end.end(), {k, n1});
+      if (a_vec) ar = Region{{0}, {k}};
+      if (b_vec) {
+        br.begin.pop_back();
+        br.end.pop_back();
+      }
+      add(deps, 0, ar, in[0]);
+      add(deps, 1, br, in[1]);
+      break;
+    }
+    case OpType::Relu:
+    case OpType::Sigmoid:
+    case OpType::Clip:
+      need_inputs(op, in, 1, 1);
+      need_rank(op, in[0], out.rank());
+      add(deps, 0, out, in[0]);
+      break;
+    case OpType::Add:
+    case OpType::Mul:
+      need_inputs(op, in, 2, 2);
+      for (int32_t i = 0; i < 2; ++i) {
+        if (in[i].size() > out.rank()) fail(op, "dependency: operand rank > output rank");
+        add(deps, i, broadcast_map(out, in[i]), in[i]);
+      }
+      break;
+    case OpType::Flatten:
+    case OpType::Reshape: {
+      need_inputs(op, in, 1, 1);
+      if (shape_numel(in[0]) != shape_numel(output_shape))
+        fail(op, "dependency: element counts differ");
+      std::vector<int64_t> last(out.end);
+      for (auto& v : last) --v;
+      int64_t f0 = flat_index(out.begin, output_shape), f1 = flat_index(last, output_shape);
+      add(deps, 0, flat_range_box(f0, f1, in[0]), in[0]);
+      break;
+    }
+    case OpType::Concat: {
+      if (in.empty()) fail(op, "dependency: no inputs");
+      size_t axis = static_cast<size_t>(a.axis);
+      if (a.axis < 0 || axis >= out.rank()) fail(op, "dependency: bad axis");
+      int64_t offset = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        need_rank(op, in[i], out.rank());
+        Region r = out;
+        r.begin[axis] = std::max(out.begin[axis], offset) - offset;
+        r.end[axis] = std::min(out.end[axis], offset + in[i][axis]) - offset;
+        offset += in[i][axis];
+        add(deps, static_cast<int32_t>(i), r, in[i]);
+      }
+      break;
+    }
+    case OpType::Softmax: {
+      need_inputs(op, in, 1, 1);
+      need_rank(op, in[0], out.rank());
+      size_t axis = static_cast<size_t>(a.axis);
+      if (a.axis < 0 || axis >= out.rank()) fail(op, "dependency: bad axis");
+      Region r = out;
+      size_t last = a.softmax_coerce_2d ? out.rank() : axis + 1;
+      for (size_t d = axis; d < last; ++d) {
+        r.begin[d] = 0;
+        r.end[d] = in[0][d];
+      }
+      add(deps, 0, r, in[0]);
+      break;
+    }
+    case OpType::BatchNormalization: {
+      need_inputs(op, in, 5, 5);
+      need_rank(op, in[0], out.rank());
+      if (out.rank() < 2) fail(op, "dependency: X rank < 2");
+      add(deps, 0, out, in[0]);
+      for (int32_t i = 1; i < 5; ++i) {
+        need_rank(op, in[i], 1);
+        add(deps, i, Region{{out.begin[1]}, {out.end[1]}}, in[i]);
+      }
+      break;
+    }
+    default: fail(op, "dependency: unsupported operator type");
+  }
+  return deps;
+}
+
+}  // namespace tessera::graph

@@ -1,0 +1,291 @@
+// Per-op shape functions with ONNX semantics. Every attribute a kernel indexes
+// or loops over is validated here, so that a corrupt model or .tess file is
+// rejected with a message instead of making a kernel read out of bounds.
+#include "graph/op_shape.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "graph/error.hpp"
+
+namespace tessera::graph {
+namespace {
+
+// Bounds that keep every size computation below far from int64 overflow.
+constexpr int64_t kMaxDim = int64_t{1} << 40;
+constexpr int64_t kMaxNumel = int64_t{1} << 48;
+
+[[noreturn]] void fail(const Operator& op, const std::string& what) {
+  throw Error(std::string(op_type_name(op.type)) + " '" + op.name + "': " + what);
+}
+
+void check_shape(const Operator& op, const Shape& s, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 1 || d > kMaxDim)
+      fail(op, what + " has dimension " + std::to_string(d) + " in " + shape_to_string(s) +
+                   " (dimensions must be between 1 and 2^40)");
+    n *= d;
+    if (n > kMaxNumel) fail(op, what + " " + shape_to_string(s) + " has too many elements");
+  }
+}
+
+void check_input_count(const Operator& op, const std::vector<Shape>& in, size_t lo, size_t hi) {
+  if (in.size() < lo || in.size() > hi) {
+    std::string want = lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
+    fail(op, "expects " + want + " inputs, got " + std::to_string(in.size()));
+  }
+  for (size_t i = 0; i < in.size(); ++i) check_shape(op, in[i], "input " + std::to_string(i));
+}
+
+void check_rank(const Operator& op, const Shape& s, size_t rank, const std::string& what) {
+  if (s.size() != rank)
+    fail(op, what + " must have rank " + std::to_string(rank) + ", got " + shape_to_string(s));
+}
+
+// Multidirectional (numpy) broadcast of two shapes; nullopt-like failure via throw.
+Shape broadcast_shapes(const Operator& op, const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail(op, "shapes " + shape_to_string(a) + " and " + shape_to_string(b) +
+                   " cannot be broadcast together");
+    out[i] = std::max(da, db);
+  }
+  return out;
+}
+
+// Spatial attributes shared by Conv and the pools (2-D, NCHW). Returns the
+// output spatial sizes.
+std::vector<int64_t> spatial_output(const Operator& op, const Shape& x, bool ceil_mode,
+                                    bool require_tap_in_window) {
+  const OpAttributes& a = op.attrs;
+  constexpr size_t kSpatial = 2;
+  if (a.kernel_shape.size() != kSpatial)
+    fail(op, "kernel_shape must have 2 entries, got " + std::to_string(a.kernel_shape.size()));
+  if (a.strides.size() != kSpatial)
+    fail(op, "strides must have 2 entries, got " + std::to_string(a.strides.size()));
+  if (a.dilations.size() != kSpatial)
+    fail(op, "dilations must have 2 entries, got " + std::to_string(a.dilations.size()));
+  if (a.pads.size() != 2 * kSpatial)
+    fail(op, "pads must have 4 entries, got " + std::to_string(a.pads.size()));
+  std::vector<int64_t> out(kSpatial);
+  for (size_t i = 0; i < kSpatial; ++i) {
+    int64_t k = a.kernel_shape[i], s = a.strides[i], d = a.dilations[i];
+    int64_t pb = a.pads[i], pe = a.pads[i + kSpatial];
+    if (k < 1 || k > kMaxDim) fail(op, "kernel_shape entries must be >= 1, got " + std::to_string(k));
+    if (s < 1 || s > kMaxDim) fail(op, "strides must be >= 1, got " + std::to_string(s));
+    if (d < 1 || d > kMaxDim) fail(op, "dilations must be >= 1, got " + std::to_string(d));
+    if (pb < 0 || pe < 0 || pb > kMaxDim || pe > kMaxDim)
+      fail(op, "pads must be >= 0, got " + std::to_string(pb) + "," + std::to_string(pe));
+    int64_t extent = (k - 1) * d + 1;
+    int64_t h = x[2 + i];
+    int64_t span = h + pb + pe - extent;
+    if (span < 0)
+      fail(op, "kernel extent " + std::to_string(extent) + " is larger than the padded input " +
+                   std::to_string(h + pb + pe) + " along spatial dim " + std::to_string(i));
+    int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    // ONNX: with ceil_mode the last window must start inside the input or
+    // the left padding.
+    if (ceil_mode && (o - 1) * s >= h + pb) o -= 1;
+    if (require_tap_in_window) {
+      // A pool window lying entirely in padding has nothing to reduce
+      // (AveragePool would divide by zero).
+      for (int64_t p = 0; p < o; ++p) {
+        int64_t start = p * s - pb;
+        bool hit = false;
+        for (int64_t j = 0; j < k && !hit; ++j) hit = start + j * d >= 0 && start + j * d < h;
+        if (!hit)
+          fail(op, "output position " + std::to_string(p) + " along spatial dim " +
+                       std::to_string(i) + " has a window that lies entirely in the padding");
+      }
+    }
+    out[i] = o;
+  }
+  return out;
+}
+
+Shape conv_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 2, 3);
+  const Shape& x = in[0];
+  const Shape& w = in[1];
+  check_rank(op, x, 4, "input X");
+  check_rank(op, w, 4, "weight W");
+  const OpAttributes& a = op.attrs;
+  if (a.group < 1) fail(op, "group must be >= 1, got " + std::to_string(a.group));
+  int64_t m = w[0];
+  if (x[1] != w[1] * a.group)
+    fail(op, "input channels " + std::to_string(x[1]) + " != weight channels " +
+                 std::to_string(w[1]) + " * group " + std::to_string(a.group));
+  if (m % a.group != 0)
+    fail(op, "output channels " + std::to_string(m) + " not divisible by group " +
+                 std::to_string(a.group));
+  if (a.kernel_shape.size() == 2 && (a.kernel_shape[0] != w[2] || a.kernel_shape[1] != w[3]))
+    fail(op, "kernel_shape does not match weight shape " + shape_to_string(w));
+  if (in.size() == 3 && (in[2].size() != 1 || in[2][0] != m))
+    fail(op, "bias must have shape [" + std::to_string(m) + "], got " + shape_to_string(in[2]));
+  auto hw = spatial_output(op, x, false, false);
+  return {x[0], m, hw[0], hw[1]};
+}
+
+Shape pool_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 1, 1);
+  check_rank(op, in[0], 4, "input X");
+  auto hw = spatial_output(op, in[0], op.attrs.ceil_mode, true);
+  return {in[0][0], in[0][1], hw[0], hw[1]};
+}
+
+Shape gemm_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 2, 3);
+  check_rank(op, in[0], 2, "input A");
+  check_rank(op, in[1], 2, "input B");
+  const OpAttributes& a = op.attrs;
+  int64_t m = a.trans_a ? in[0][1] : in[0][0];
+  int64_t ka = a.trans_a ? in[0][0] : in[0][1];
+  int64_t kb = a.trans_b ? in[1][1] : in[1][0];
+  int64_t n = a.trans_b ? in[1][0] : in[1][1];
+  if (ka != kb)
+    fail(op, "inner dimensions differ: A " + shape_to_string(in[0]) + " B " +
+                 shape_to_string(in[1]) + " (trans_a=" + std::to_string(a.trans_a) +
+                 ", trans_b=" + std::to_string(a.trans_b) + ")");
+  if (in.size() == 3) {
+    const Shape& c = in[2];
+    if (c.size() > 2) fail(op, "C must have rank <= 2, got " + shape_to_string(c));
+    Shape full = {m, n};
+    for (size_t i = 0; i < c.size(); ++i) {
+      int64_t want = full[2 - c.size() + i];
+      if (c[i] != 1 && c[i] != want)
+        fail(op, "C " + shape_to_string(c) + " is not broadcastable to [" + std::to_string(m) +
+                     "," + std::to_string(n) + "]");
+    }
+  }
+  return {m, n};
+}
+
+Shape matmul_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 2, 2);
+  Shape a = in[0], b = in[1];
+  if (a.empty() || b.empty()) fail(op, "operands must have rank >= 1");
+  bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a_vec) a.insert(a.begin(), 1);
+  if (b_vec) b.push_back(1);
+  if (a.back() != b[b.size() - 2])
+    fail(op, "inner dimensions differ: " + shape_to_string(in[0]) + " x " +
+                 shape_to_string(in[1]));
+  Shape batch = broadcast_shapes(op, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  Shape out = batch;
+  if (!a_vec) out.push_back(a[a.size() - 2]);
+  if (!b_vec) out.push_back(b.back());
+  return out;
+}
+
+Shape flatten_or_reshape_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 1, 1);
+  const Shape& ns = op.attrs.new_shape;
+  if (ns.empty()) fail(op, "new_shape is empty");
+  check_shape(op, ns, "new_shape");
+  if (shape_numel(ns) != shape_numel(in[0]))
+    fail(op, "new_shape " + shape_to_string(ns) + " has a different element count than input " +
+                 shape_to_string(in[0]));
+  if (op.type == OpType::Flatten) {
+    int64_t axis = op.attrs.axis;
+    if (axis < 0 || axis > static_cast<int64_t>(in[0].size()))
+      fail(op, "axis " + std::to_string(axis) + " out of range for rank " +
+                   std::to_string(in[0].size()));
+    int64_t outer = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= in[0][i];
+    if (ns.size() != 2 || ns[0] != outer)
+      fail(op, "new_shape " + shape_to_string(ns) + " does not match flattening " +
+                   shape_to_string(in[0]) + " at axis " + std::to_string(axis));
+  }
+  return ns;
+}
+
+Shape concat_shape(const Operator& op, const std::vector<Shape>& in) {
+  if (in.empty()) fail(op, "expects at least 1 input");
+  check_input_count(op, in, 1, in.size());
+  size_t rank = in[0].size();
+  int64_t axis = op.attrs.axis;
+  if (axis < 0 || axis >= static_cast<int64_t>(rank))
+    fail(op, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  Shape out = in[0];
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].size() != rank)
+      fail(op, "input " + std::to_string(i) + " " + shape_to_string(in[i]) +
+                   " has a different rank than input 0 " + shape_to_string(in[0]));
+    for (size_t d = 0; d < rank; ++d) {
+      if (static_cast<int64_t>(d) == axis) continue;
+      if (in[i][d] != in[0][d])
+        fail(op, "input " + std::to_string(i) + " " + shape_to_string(in[i]) +
+                     " differs from input 0 " + shape_to_string(in[0]) + " outside the axis");
+    }
+    out[axis] += in[i][axis];
+  }
+  check_shape(op, out, "output");
+  return out;
+}
+
+Shape softmax_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 1, 1);
+  int64_t axis = op.attrs.axis;
+  if (axis < 0 || axis >= static_cast<int64_t>(in[0].size()))
+    fail(op, "axis " + std::to_string(axis) + " out of range for rank " +
+                 std::to_string(in[0].size()));
+  return in[0];
+}
+
+Shape batch_norm_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 5, 5);
+  const Shape& x = in[0];
+  if (x.size() < 2) fail(op, "input X must have rank >= 2, got " + shape_to_string(x));
+  static const char* kNames[] = {"", "scale", "B", "mean", "var"};
+  for (size_t i = 1; i < 5; ++i)
+    if (in[i].size() != 1 || in[i][0] != x[1])
+      fail(op, std::string(kNames[i]) + " must have shape [" + std::to_string(x[1]) + "], got " +
+                   shape_to_string(in[i]));
+  if (!(op.attrs.epsilon >= 0.0f)) fail(op, "epsilon must be >= 0");
+  return x;
+}
+
+}  // namespace
+
+Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes) {
+  const auto& in = input_shapes;
+  switch (op.type) {
+    case OpType::Conv: return conv_shape(op, in);
+    case OpType::MaxPool:
+    case OpType::AveragePool: return pool_shape(op, in);
+    case OpType::GlobalAveragePool: {
+      check_input_count(op, in, 1, 1);
+      if (in[0].size() < 3)
+        fail(op, "input X must have rank >= 3, got " + shape_to_string(in[0]));
+      Shape out(in[0].size(), 1);
+      out[0] = in[0][0];
+      out[1] = in[0][1];
+      return out;
+    }
+    case OpType::Gemm: return gemm_shape(op, in);
+    case OpType::MatMul: return matmul_shape(op, in);
+    case OpType::Relu:
+    case OpType::Sigmoid:
+    case OpType::Clip:
+      check_input_count(op, in, 1, 1);
+      return in[0];
+    case OpType::Add:
+    case OpType::Mul: {
+      check_input_count(op, in, 2, 2);
+      return broadcast_shapes(op, in[0], in[1]);
+    }
+    case OpType::Flatten:
+    case OpType::Reshape: return flatten_or_reshape_shape(op, in);
+    case OpType::Concat: return concat_shape(op, in);
+    case OpType::Softmax: return softmax_shape(op, in);
+    case OpType::BatchNormalization: return batch_norm_shape(op, in);
+  }
+  fail(op, "unknown operator type " + std::to_string(static_cast<int>(op.type)));
+}
+
+}  // namespace tessera::graph

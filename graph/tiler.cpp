@@ -1,0 +1,162 @@
+// The tiler (APU, ASPEN §3.1). Tiles are cut "column-wise first" (DESIGN.md):
+// a tile holds all channels/features of a run of pixels rows or tokens, so
+// each tile chain is an independent path through the network. Edges come
+// from the per-op dependency functions and are exact.
+#include "graph/tiler.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "graph/compiler.hpp"
+#include "graph/dependency.hpp"
+#include "graph/error.hpp"
+#include "graph/op_shape.hpp"
+
+namespace tessera::graph {
+namespace {
+
+// Below this many multiply-accumulates (or elements for cheap ops) per tile
+// the scheduling overhead of a node outweighs the parallelism it adds.
+constexpr int64_t kMinWorkPerTile = 16 * 1024;
+
+std::vector<Shape> input_shapes(const Graph& graph, const Operator& op) {
+  std::vector<Shape> shapes;
+  shapes.reserve(op.inputs.size());
+  for (int32_t t : op.inputs) shapes.push_back(graph.tensors.at(static_cast<size_t>(t)).shape);
+  return shapes;
+}
+
+// Rough cost of the whole op, for the tile-count rule.
+int64_t op_work(const Operator& op, const std::vector<Shape>& in, const Shape& out) {
+  int64_t n = shape_numel(out);
+  switch (op.type) {
+    case OpType::Conv: return n * in[1][1] * in[1][2] * in[1][3];
+    case OpType::MaxPool:
+    case OpType::AveragePool: return n * op.attrs.kernel_shape[0] * op.attrs.kernel_shape[1];
+    case OpType::GlobalAveragePool: return shape_numel(in[0]);
+    case OpType::Gemm: return n * (op.attrs.trans_a ? in[0][0] : in[0][1]);
+    case OpType::MatMul: return n * in[0].back();
+    default: return n;
+  }
+}
+
+// Dims of the output that may be cut: everything but the softmax axis (and
+// the trailing dims it normalises jointly when coerce_2d).
+std::vector<bool> splittable_dims(const Operator& op, const Shape& out) {
+  std::vector<bool> ok(out.size(), true);
+  if (op.type == OpType::Softmax) {
+    size_t axis = static_cast<size_t>(op.attrs.axis);
+    size_t last = op.attrs.softmax_coerce_2d ? out.size() : axis + 1;
+    for (size_t d = axis; d < last && d < out.size(); ++d) ok[d] = false;
+  }
+  return ok;
+}
+
+std::vector<std::pair<int64_t, int64_t>> even_chunks(int64_t extent, int64_t parts) {
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  for (int64_t i = 0; i < parts; ++i) chunks.emplace_back(i * extent / parts, (i + 1) * extent / parts);
+  return chunks;
+}
+
+}  // namespace
+
+std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
+                                   const TilerOptions& options) {
+  const Operator& op = graph.ops.at(static_cast<size_t>(op_index));
+  const Shape& out = graph.tensors.at(static_cast<size_t>(op.outputs.at(0))).shape;
+  auto in = input_shapes(graph, op);
+
+  // Tile-count rule: about two tiles per thread so that DSEs can keep busy
+  // while others finish their paths, but never tiles with less than
+  // kMinWorkPerTile work; --tiles overrides it.
+  int64_t wanted = options.tiles;
+  if (wanted <= 0) {
+    int64_t threads = options.threads > 0 ? options.threads
+                                          : std::max(1u, std::thread::hardware_concurrency());
+    wanted = std::clamp<int64_t>(op_work(op, in, out) / kMinWorkPerTile, 1, 2 * threads);
+  }
+
+  Region whole = Region::whole(out);
+  bool spatial = (op.type == OpType::Conv || op.type == OpType::MaxPool ||
+                  op.type == OpType::AveragePool) &&
+                 out.size() == 4;
+  if (spatial) {
+    // NCHW: every image is its own set of tiles; within one, runs of output
+    // rows across all channels.
+    int64_t images = out[0];
+    int64_t per_image = std::clamp<int64_t>((wanted + images - 1) / images, 1, out[2]);
+    std::vector<Region> tiles;
+    for (int64_t n = 0; n < images; ++n)
+      for (auto [r0, r1] : even_chunks(out[2], per_image)) {
+        Region r = whole;
+        r.begin[0] = n, r.end[0] = n + 1;
+        r.begin[2] = r0, r.end[2] = r1;
+        tiles.push_back(r);
+      }
+    return tiles;
+  }
+
+  auto ok = splittable_dims(op, out);
+  int64_t dim = -1;
+  if ((op.type == OpType::Gemm || op.type == OpType::MatMul) && out.size() == 2) {
+    dim = out[0] > 1 ? 0 : 1;  // rows (tokens) first, else columns (features)
+  } else {
+    for (size_t d = 0; d < out.size(); ++d)
+      if (ok[d] && out[d] >= 2) {
+        dim = static_cast<int64_t>(d);
+        break;
+      }
+  }
+  if (dim < 0 || out[static_cast<size_t>(dim)] < 2) return {whole};
+  size_t d = static_cast<size_t>(dim);
+  std::vector<Region> tiles;
+  for (auto [b, e] : even_chunks(out[d], std::min(wanted, out[d]))) {
+    Region r = whole;
+    r.begin[d] = b, r.end[d] = e;
+    tiles.push_back(r);
+  }
+  return tiles;
+}
+
+std::vector<TileNode> build_tile_nodes(const Graph& graph, const TilerOptions& options) {
+  check_graph(graph);
+  std::vector<int32_t> producer(graph.tensors.size(), -1);
+  for (size_t i = 0; i < graph.ops.size(); ++i)
+    producer[static_cast<size_t>(graph.ops[i].outputs[0])] = static_cast<int32_t>(i);
+
+  std::vector<TileNode> nodes;
+  std::vector<int32_t> first_node(graph.ops.size() + 1, 0);
+  std::vector<int32_t> parents;
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    const Operator& op = graph.ops[i];
+    auto in = input_shapes(graph, op);
+    const Shape& out = graph.tensors[static_cast<size_t>(op.outputs[0])].shape;
+    first_node[i] = static_cast<int32_t>(nodes.size());
+    for (Region& tile : tile_op_output(graph, static_cast<int32_t>(i), options)) {
+      int32_t self = static_cast<int32_t>(nodes.size());
+      parents.clear();
+      for (const InputDependency& dep : tile_dependencies(op, in, out, tile)) {
+        int32_t p = producer[static_cast<size_t>(op.inputs[static_cast<size_t>(dep.operand)])];
+        if (p < 0) continue;  // graph input or weight: in memory before any node runs
+        for (int32_t q = first_node[static_cast<size_t>(p)]; q < first_node[static_cast<size_t>(p) + 1];
+             ++q)
+          if (regions_overlap(dep.region, nodes[static_cast<size_t>(q)].region)) parents.push_back(q);
+      }
+      std::sort(parents.begin(), parents.end());
+      parents.erase(std::unique(parents.begin(), parents.end()), parents.end());
+      TileNode node;
+      node.op = static_cast<int32_t>(i);
+      node.region = std::move(tile);
+      node.parent_count = static_cast<int32_t>(parents.size());
+      for (int32_t q : parents) {
+        nodes[static_cast<size_t>(q)].children.push_back(self);
+        node.depth = std::max(node.depth, nodes[static_cast<size_t>(q)].depth + 1);
+      }
+      nodes.push_back(std::move(node));
+    }
+    first_node[i + 1] = static_cast<int32_t>(nodes.size());
+  }
+  return nodes;
+}
+
+}  // namespace tessera::graph

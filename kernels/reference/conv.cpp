@@ -1,0 +1,89 @@
+// Reference convolution: 2-D (and 1-D, as 2-D with H = 1), NCHW, groups,
+// strides, dilations, asymmetric pads, optional bias. Each output element
+// accumulates in float in the fixed order (c, kh, kw), then adds the bias.
+#include <algorithm>
+
+#include "kernels/reference/reference_kernels.hpp"
+#include "kernels/reference/tile_loops.hpp"
+
+namespace tessera::kernels::reference {
+
+void conv(const TileArgs& args) {
+  check_tile_args(args, 2, 3);
+  const graph::OpAttributes& attrs = args.op->attrs;
+  const graph::Shape& x_shape = *args.inputs[0].shape;
+  const graph::Shape& w_shape = *args.inputs[1].shape;
+  const graph::Shape& y_shape = *args.output.shape;
+  const size_t rank = x_shape.size();
+  if ((rank != 3 && rank != 4) || w_shape.size() != rank || y_shape.size() != rank)
+    fail(args, "only 1-D and 2-D convolutions are supported (input " +
+                   graph::shape_to_string(x_shape) + ", weight " +
+                   graph::shape_to_string(w_shape) + ")");
+  const bool is_1d = rank == 3;
+  const int64_t batch = x_shape[0], channels = x_shape[1];
+  const int64_t in_h = is_1d ? 1 : x_shape[2], in_w = x_shape[rank - 1];
+  const int64_t out_channels = w_shape[0], group_channels = w_shape[1];
+  const int64_t k_h = is_1d ? 1 : w_shape[2], k_w = w_shape[rank - 1];
+  const int64_t out_h = is_1d ? 1 : y_shape[2], out_w = y_shape[rank - 1];
+  const int64_t group = attrs.group;
+  const size_t spatial = rank - 2;
+  const int64_t stride_h = is_1d ? 1 : attr_at(attrs.strides, 0, 1);
+  const int64_t stride_w = attr_at(attrs.strides, spatial - 1, 1);
+  const int64_t dilation_h = is_1d ? 1 : attr_at(attrs.dilations, 0, 1);
+  const int64_t dilation_w = attr_at(attrs.dilations, spatial - 1, 1);
+  const int64_t pad_top = is_1d ? 0 : attr_at(attrs.pads, 0, 0);
+  const int64_t pad_left = attr_at(attrs.pads, spatial - 1, 0);
+  if (group < 1 || channels != group_channels * group || out_channels % group != 0 ||
+      y_shape[0] != batch || y_shape[1] != out_channels || stride_h < 1 || stride_w < 1 ||
+      dilation_h < 1 || dilation_w < 1)
+    fail(args, "inconsistent shapes or attributes (input " + graph::shape_to_string(x_shape) +
+                   ", weight " + graph::shape_to_string(w_shape) + ", output " +
+                   graph::shape_to_string(y_shape) + ", group " + std::to_string(group) + ")");
+  const float* bias = nullptr;
+  if (args.input_count == 3) {
+    if (*args.inputs[2].shape != graph::Shape{out_channels})
+      fail(args, "bias shape " + graph::shape_to_string(*args.inputs[2].shape) + " is not [M]");
+    bias = args.inputs[2].data;
+  }
+  const int64_t out_per_group = out_channels / group;
+
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+  const int64_t oh_begin = is_1d ? 0 : r.begin[2], oh_end = is_1d ? 1 : r.end[2];
+  const int64_t ow_begin = r.begin[rank - 1], ow_end = r.end[rank - 1];
+  const float* x = args.inputs[0].data;
+  const float* w = args.inputs[1].data;
+
+  for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
+    for (int64_t m = r.begin[1]; m < r.end[1]; ++m) {
+      const int64_t first_channel = (m / out_per_group) * group_channels;
+      for (int64_t oh = oh_begin; oh < oh_end; ++oh) {
+        // The output row doubles as the accumulator: per element the sum is
+        // still taken in (c, kh, kw) order, whatever part of the row we own.
+        float* row = args.output.data + ((n * out_channels + m) * out_h + oh) * out_w;
+        std::fill(row + ow_begin, row + ow_end, 0.0f);
+        for (int64_t c = 0; c < group_channels; ++c) {
+          const float* plane = x + (n * channels + first_channel + c) * in_h * in_w;
+          const float* kernel = w + (m * group_channels + c) * k_h * k_w;
+          for (int64_t kh = 0; kh < k_h; ++kh) {
+            const int64_t ih = oh * stride_h - pad_top + kh * dilation_h;
+            if (ih < 0 || ih >= in_h) continue;
+            const float* in_row = plane + ih * in_w;
+            for (int64_t kw = 0; kw < k_w; ++kw) {
+              const float weight = kernel[kh * k_w + kw];
+              // iw = ow * stride_w + shift must lie in [0, in_w).
+              const int64_t shift = kw * dilation_w - pad_left;
+              const int64_t lo = std::max(ow_begin, ceil_div(-shift, stride_w));
+              const int64_t hi = std::min(ow_end, floor_div(in_w - 1 - shift, stride_w) + 1);
+              for (int64_t ow = lo; ow < hi; ++ow) row[ow] += weight * in_row[ow * stride_w + shift];
+            }
+          }
+        }
+        if (bias)
+          for (int64_t ow = ow_begin; ow < ow_end; ++ow) row[ow] += bias[m];
+      }
+    }
+  }
+}
+
+}  // namespace tessera::kernels::reference

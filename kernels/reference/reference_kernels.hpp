@@ -1,0 +1,51 @@
+#pragma once
+// The scalar reference tile kernels: plain C++, float32, row-major dense
+// tensors in ONNX logical layout (NCHW for 4-D). They are the ground truth
+// that every faster variant (SIMD, sparse, device) is tested against.
+//
+// Every kernel computes exactly the elements of `*args.region` of its output
+// and writes nothing else. The arithmetic for one output element never
+// depends on the region (each element accumulates over its reduction indices
+// in a fixed order), so any tiling of the output gives bitwise identical
+// results — the property ASPEN's tile-wise dataflow execution relies on.
+#include "kernels/tile_kernel.hpp"
+
+namespace tessera::kernels::reference {
+
+// conv.cpp — 2-D (and 1-D) convolution with groups, strides, dilations, pads
+// and optional bias. Inputs X [N,C,H,W], W [M,C/group,kH,kW], B [M].
+void conv(const TileArgs& args);
+
+// gemm.cpp — Y = alpha * op(A) * op(B) + beta * C, C optional and
+// unidirectionally broadcastable to [M,N].
+void gemm(const TileArgs& args);
+
+// matmul.cpp — numpy matmul: batch broadcasting and 1-D operands.
+void matmul(const TileArgs& args);
+
+// elementwise.cpp — unary and multidirectionally broadcasting binary ops.
+void relu(const TileArgs& args);
+void sigmoid(const TileArgs& args);
+void clip(const TileArgs& args);
+void add(const TileArgs& args);
+void mul(const TileArgs& args);
+
+// pool.cpp — MaxPool (with dilations), AveragePool (ONNX Runtime's
+// count_include_pad semantics), GlobalAveragePool.
+void max_pool(const TileArgs& args);
+void average_pool(const TileArgs& args);
+void global_average_pool(const TileArgs& args);
+
+// shape_ops.cpp — Flatten and Reshape (same row-major data), Concat.
+void flatten(const TileArgs& args);
+void reshape(const TileArgs& args);
+void concat(const TileArgs& args);
+
+// softmax.cpp — numerically stable softmax along attrs.axis, or over the
+// dims [axis, rank) jointly when attrs.softmax_coerce_2d.
+void softmax(const TileArgs& args);
+
+// batch_norm.cpp — inference-form batch normalization over channel dim 1.
+void batch_normalization(const TileArgs& args);
+
+}  // namespace tessera::kernels::reference

@@ -1,0 +1,81 @@
+// Reference Softmax, numerically stable (the maximum is subtracted first).
+// Opset >= 13 normalises along `axis`; older opsets (softmax_coerce_2d)
+// jointly over the dims [axis, rank). The statistics of each softmax row are
+// computed over the whole row in a fixed order, whatever part the tile owns.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <span>
+
+#include "kernels/reference/reference_kernels.hpp"
+#include "kernels/reference/tile_loops.hpp"
+
+namespace tessera::kernels::reference {
+namespace {
+
+// The maximum and the sum of exp(x - max) of one softmax row.
+struct SoftmaxRow {
+  float max;
+  float sum;
+};
+
+SoftmaxRow row_statistics(const float* in, int64_t length, int64_t step) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < length; ++i) max = std::max(max, in[i * step]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < length; ++i) sum += std::exp(in[i * step] - max);
+  return {max, sum};
+}
+
+}  // namespace
+
+void softmax(const TileArgs& args) {
+  check_tile_args(args, 1, 1);
+  const graph::Shape& shape = *args.output.shape;
+  if (*args.inputs[0].shape != shape)
+    fail(args, "input shape " + graph::shape_to_string(*args.inputs[0].shape) +
+                   " differs from output shape " + graph::shape_to_string(shape));
+  const size_t rank = shape.size();
+  const int64_t axis = args.op->attrs.axis;
+  if (rank == 0 || axis < 0 || static_cast<size_t>(axis) >= rank)
+    fail(args, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+  const std::vector<int64_t> strides = graph::shape_strides(shape);
+  const float* in = args.inputs[0].data;
+  float* out = args.output.data;
+  const size_t a = static_cast<size_t>(axis);
+
+  if (args.op->attrs.softmax_coerce_2d) {
+    // One softmax row per index of the dims [0, axis): the contiguous block
+    // of the dims [axis, rank).
+    const int64_t row_length = graph::shape_numel(graph::Shape(shape.begin() + a, shape.end()));
+    const std::span<const int64_t> begin(r.begin), end(r.end), st(strides);
+    for_each_offset(begin.first(a), end.first(a), st.first(a), [&](int64_t row_offset) {
+      const SoftmaxRow stats = row_statistics(in + row_offset, row_length, 1);
+      for_each_offset(begin.subspan(a), end.subspan(a), st.subspan(a), [&](int64_t offset) {
+        out[row_offset + offset] = std::exp(in[row_offset + offset] - stats.max) / stats.sum;
+      });
+    });
+    return;
+  }
+
+  // One softmax row per index of every dim but the axis.
+  std::vector<int64_t> begin, end, st;
+  for (size_t d = 0; d < rank; ++d) {
+    if (d == a) continue;
+    begin.push_back(r.begin[d]);
+    end.push_back(r.end[d]);
+    st.push_back(strides[d]);
+  }
+  const int64_t step = strides[a];
+  for_each_offset(begin, end, st, [&](int64_t row_offset) {
+    const SoftmaxRow stats = row_statistics(in + row_offset, shape[a], step);
+    for (int64_t i = r.begin[a]; i < r.end[a]; ++i) {
+      const int64_t offset = row_offset + i * step;
+      out[offset] = std::exp(in[offset] - stats.max) / stats.sum;
+    }
+  });
+}
+
+}  // namespace tessera::kernels::reference

@@ -1,0 +1,160 @@
+#include "runtime/run_request.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "graph/shape.hpp"
+
+namespace tessera::detail {
+
+namespace {
+
+constexpr size_t kArenaAlignment = 64;
+
+struct ArenaDeleter {
+  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(kArenaAlignment)); }
+};
+
+class RunRequest final : public scheduler::Request {
+ public:
+  // The engine is held by pointer: Engine's destructor waits for every run
+  // (EngineState::wait_idle), so it outlives this request.
+  RunRequest(std::shared_ptr<ModelState> model, EngineState* engine, std::shared_ptr<RunState> run)
+      : scheduler::Request(model->view),
+        model_(std::move(model)),
+        engine_(engine),
+        run_(std::move(run)),
+        arena_(static_cast<std::byte*>(::operator new[](
+            std::max<uint64_t>(model_->graph.arena_bytes, kArenaAlignment),
+            std::align_val_t(kArenaAlignment)))) {
+    // Operand views are fixed for the whole run: resolve them once, not per node.
+    views_.reserve(model_->operands.size());
+    for (const auto& p : model_->operands) {
+      const float* data =
+          p.weight ? p.weight : reinterpret_cast<const float*>(arena_.get() + p.arena_offset);
+      views_.push_back(kernels::ConstTensorView{data, p.shape});
+    }
+  }
+
+  void copy_in(const graph::CompiledTensor& t, const float* data) {
+    std::memcpy(arena_.get() + t.arena_offset, data, static_cast<size_t>(t.byte_size()));
+  }
+
+  void execute_node(int32_t node) noexcept override {
+    const graph::TileNode& n = model_->graph.nodes[node];
+    const OpBinding& b = model_->ops[n.op];
+    kernels::TileArgs args;
+    args.op = &model_->graph.ops[n.op];
+    args.inputs = views_.data() + b.first_operand;
+    args.input_count = b.operand_count;
+    args.output = kernels::TensorView{reinterpret_cast<float*>(arena_.get() + b.output_offset),
+                                      b.output_shape};
+    args.region = &n.region;
+    b.kernel(args);
+  }
+
+  void on_complete() noexcept override {
+    // Copy the outputs out before the arena goes away with this request.
+    Outputs outputs;
+    try {
+      for (int32_t t : model_->graph.outputs) {
+        const auto& tensor = model_->graph.tensors[t];
+        const auto* src = reinterpret_cast<const float*>(arena_.get() + tensor.arena_offset);
+        outputs.tensors.push_back(
+            Tensor{tensor.name, tensor.shape,
+                   std::vector<float>(src, src + graph::shape_numel(tensor.shape))});
+      }
+      run_->finish(std::move(outputs));
+    } catch (const std::bad_alloc&) {
+      run_->finish(ErrorInfo{"out of memory while copying the outputs"});
+    }
+    EngineState* engine = engine_;
+    delete this;
+    engine->end_run();  // last: the engine may be destroyed once this returns
+  }
+
+ private:
+  std::shared_ptr<ModelState> model_;
+  EngineState* engine_;
+  std::shared_ptr<RunState> run_;
+  std::unique_ptr<std::byte[], ArenaDeleter> arena_;
+  std::vector<kernels::ConstTensorView> views_;
+};
+
+std::string names_of(const std::vector<TensorSpec>& specs) {
+  std::string out;
+  for (const auto& s : specs) out += (out.empty() ? "'" : ", '") + s.name + "'";
+  return out;
+}
+
+// The model-input index of each provided input, or an error message.
+std::optional<std::string> match_inputs(const ModelState& m, const Inputs& inputs,
+                                        std::vector<const TensorView*>& by_input) {
+  by_input.assign(m.input_specs.size(), nullptr);
+  for (const auto& [name, view] : inputs) {
+    size_t i = 0;
+    while (i < m.input_specs.size() && m.input_specs[i].name != name) ++i;
+    if (i == m.input_specs.size())
+      return "unknown input '" + name + "'; the model's inputs are " + names_of(m.input_specs);
+    if (by_input[i] != nullptr) return "input '" + name + "' is given more than once";
+    if (view.shape != m.input_specs[i].shape)
+      return "input '" + name + "' has shape " + graph::shape_to_string(view.shape) +
+             " but the model expects " + graph::shape_to_string(m.input_specs[i].shape);
+    if (view.data == nullptr && graph::shape_numel(view.shape) > 0)
+      return "input '" + name + "' has no data (null pointer)";
+    by_input[i] = &view;
+  }
+  for (size_t i = 0; i < by_input.size(); ++i)
+    if (by_input[i] == nullptr) return "missing input '" + m.input_specs[i].name + "'";
+  return std::nullopt;
+}
+
+}  // namespace
+
+void RunState::finish(Result<Outputs> r) {
+  std::function<void(const Result<Outputs>&)> callback;
+  {
+    std::lock_guard lock(mutex);
+    result.emplace(std::move(r));
+    callback = std::move(on_done);
+  }
+  done.notify_all();
+  if (callback) callback(*result);  // result is never written again once set
+}
+
+std::shared_ptr<RunState> start_run(const std::shared_ptr<ModelState>& model, const Inputs& inputs,
+                                    std::function<void(const Result<Outputs>&)> on_done) {
+  auto run = std::make_shared<RunState>();
+  run->on_done = std::move(on_done);
+  if (!model) {
+    run->finish(ErrorInfo{"session has no model"});
+    return run;
+  }
+  std::vector<const TensorView*> by_input;
+  if (auto error = match_inputs(*model, inputs, by_input)) {
+    run->finish(ErrorInfo{model->path + ": " + *error});
+    return run;
+  }
+  auto engine = model->engine.lock();
+  if (!engine) {
+    run->finish(ErrorInfo{model->path + ": the engine this model was loaded by is gone"});
+    return run;
+  }
+  RunRequest* request = nullptr;
+  try {
+    request = new RunRequest(model, engine.get(), run);
+  } catch (const std::bad_alloc&) {
+    run->finish(ErrorInfo{model->path + ": out of memory for a request arena of " +
+                          std::to_string(model->graph.arena_bytes) + " bytes"});
+    return run;
+  }
+  for (size_t i = 0; i < by_input.size(); ++i)
+    request->copy_in(model->graph.tensors[model->graph.inputs[i]], by_input[i]->data);
+  engine->begin_run();
+  engine->executor.submit(*request);  // request deletes itself in on_complete()
+  return run;
+}
+
+}  // namespace tessera::detail

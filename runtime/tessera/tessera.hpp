@@ -1,0 +1,104 @@
+#pragma once
+// Tessera's embedded C++ API.
+//
+//   #include <tessera/tessera.hpp>
+//   tessera::Engine engine({.threads = 0});             // 0: every core
+//   auto model = engine.load("model.tess");              // Result<Model>
+//   if (!model) { std::cerr << model.error() << "\n"; return 1; }
+//   tessera::Session session = model->session();
+//   auto out = session.run({{"input", {data, {1, 3, 32, 32}}}});  // Result<Outputs>
+//   auto pending = session.run_async({{"input", view}});  // co-executes with others
+//   auto later = pending.wait();
+//
+// Nothing here throws; every failure comes back as an error message.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/result.hpp"
+#include "tessera/tensor.hpp"
+
+namespace tessera {
+
+namespace detail {
+struct EngineState;
+struct ModelState;
+struct RunState;
+}  // namespace detail
+
+using Inputs = std::vector<std::pair<std::string, TensorView>>;
+
+struct Outputs {
+  std::vector<Tensor> tensors;  // in the model's output order
+  const Tensor* find(const std::string& name) const {
+    for (const Tensor& t : tensors)
+      if (t.name == name) return &t;
+    return nullptr;
+  }
+};
+
+// A run started with Session::run_async. Copyable; all copies see the same run.
+class RunHandle {
+ public:
+  RunHandle() = default;
+  bool valid() const { return state_ != nullptr; }
+  bool ready() const;          // true once the run has finished (or failed to start)
+  Result<Outputs> wait() const;  // blocks until finished; may be called repeatedly
+
+ private:
+  friend class Session;
+  std::shared_ptr<detail::RunState> state_;
+};
+
+class Session {
+ public:
+  // Runs the model once on `inputs` (every model input, by name) and waits.
+  Result<Outputs> run(const Inputs& inputs);
+  // Starts a run and returns at once. `on_done`, if given, is called with the
+  // result on the thread that finished the run (keep it short); the data of
+  // `inputs` must stay valid until then.
+  RunHandle run_async(const Inputs& inputs,
+                      std::function<void(const Result<Outputs>&)> on_done = {});
+
+ private:
+  friend class Model;
+  std::shared_ptr<detail::ModelState> model_;
+};
+
+class Model {
+ public:
+  Session session() const;
+  const std::vector<TensorSpec>& inputs() const;
+  const std::vector<TensorSpec>& outputs() const;
+  const std::string& path() const;
+
+ private:
+  friend class Engine;
+  std::shared_ptr<detail::ModelState> state_;
+};
+
+struct EngineOptions {
+  int32_t threads = 0;  // worker threads; 0: one per core this process may use
+};
+
+// Owns the worker threads. Models loaded from it run on its threads; the
+// engine waits for their in-flight runs when destroyed.
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Loads and verifies a `.tess` file.
+  Result<Model> load(const std::string& path);
+  int32_t threads() const;
+
+ private:
+  std::shared_ptr<detail::EngineState> state_;
+};
+
+}  // namespace tessera

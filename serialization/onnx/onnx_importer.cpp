@@ -1,0 +1,843 @@
+#include "serialization/onnx/onnx_importer.hpp"
+
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <bit>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph/error.hpp"
+#include "graph/op_shape.hpp"
+#include "kernels/tile_kernel.hpp"
+
+namespace tessera::serialization {
+namespace {
+
+using graph::DType;
+using graph::OpType;
+using graph::Shape;
+
+constexpr int64_t kMinOpset = 11;
+constexpr int64_t kMaxOpset = 17;
+
+// Errors are one line: ONNX's own messages may span several.
+std::string one_line(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::replace(text.begin(), text.end(), '\r', ' ');
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
+// A value known at import time: an initializer, a Constant node's value or
+// the output of a folded operator.
+struct Constant {
+  DType dtype = DType::Float32;  // Float32, or Int64 for shape-like constants
+  Shape shape;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::string name;     // the ONNX value that defined it (the weight tensor's name)
+  int32_t tensor = -1;  // the graph's weight tensor, once an operator reads it
+};
+
+// What an ONNX value name stands for: an activation tensor or a constant.
+struct Value {
+  int32_t tensor = -1;
+  std::shared_ptr<Constant> constant;
+};
+
+// Little-endian decoding of TensorProto::raw_data, whatever the host order.
+template <typename T>
+std::vector<T> decode_raw(const std::string& raw, size_t count) {
+  using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+  std::vector<T> out(count);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(raw.data());
+  for (size_t i = 0; i < count; ++i) {
+    Bits bits = 0;
+    for (size_t b = 0; b < sizeof(T); ++b) bits |= Bits(bytes[i * sizeof(T) + b]) << (8 * b);
+    out[i] = std::bit_cast<T>(bits);
+  }
+  return out;
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+class Importer {
+ public:
+  explicit Importer(std::string origin) : origin_(std::move(origin)) {}
+
+  graph::Graph run(onnx::ModelProto& model) {
+    read_opset(model);
+    const onnx::GraphProto& g = model.graph();
+    name_nodes(g);
+    reject_unsupported_ops(g);
+    for (const auto& t : g.initializer()) {
+      auto c = constant_from_tensor(t, "initializer " + quoted(t.name()));
+      values_[t.name()] = Value{-1, c};
+    }
+    read_inputs(g);
+    run_shape_inference(model);
+    for (const auto& n : g.node())
+      for (const auto& in : n.input()) used_names_.insert(in);
+    for (const auto& o : g.output()) used_names_.insert(o.name());
+    for (int index : topological_order(g)) import_node(g.node(index), node_names_[index]);
+    read_outputs(g);
+    return std::move(graph_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const {
+    throw Error(origin_ + ": " + one_line(message));
+  }
+
+  [[noreturn]] void fail_node(const onnx::NodeProto& node, const std::string& name,
+                              const std::string& message) const {
+    fail("node " + quoted(name) + " (op " + quoted(node.op_type()) + ", opset " +
+         std::to_string(opset_) + "): " + message);
+  }
+
+  // --- model-level checks -------------------------------------------------
+
+  void read_opset(const onnx::ModelProto& model) {
+    if (!model.has_graph() || model.opset_import_size() == 0)
+      fail("not a valid ONNX model (no graph or no opset import)");
+    bool found = false;
+    for (const auto& o : model.opset_import()) {
+      if (o.domain().empty() || o.domain() == "ai.onnx") {
+        opset_ = o.version();
+        found = true;
+      }
+    }
+    if (!found) fail("the model imports no opset of the default ONNX domain");
+    if (opset_ < kMinOpset || opset_ > kMaxOpset)
+      fail("opset " + std::to_string(opset_) + " is not supported (Tessera supports " +
+           std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
+    graph_.opset = opset_;
+  }
+
+  void name_nodes(const onnx::GraphProto& g) {
+    for (int i = 0; i < g.node_size(); ++i) {
+      const auto& n = g.node(i);
+      node_names_.push_back(n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name());
+    }
+  }
+
+  static bool is_supported_op(const std::string& op) {
+    static const std::unordered_set<std::string> kOps = {
+        "Conv",        "Gemm",    "MatMul",   "Relu",     "Clip",
+        "Sigmoid",     "Add",     "Mul",      "MaxPool",  "AveragePool",
+        "GlobalAveragePool",      "Flatten",  "Reshape",  "Concat",
+        "Softmax",     "BatchNormalization",  "Constant", "Identity",
+        "Dropout"};
+    return kOps.count(op) != 0;
+  }
+
+  // Before anything else so that an unsupported op is what the user hears
+  // about, not a shape inference failure it causes.
+  void reject_unsupported_ops(const onnx::GraphProto& g) {
+    for (int i = 0; i < g.node_size(); ++i) {
+      const auto& n = g.node(i);
+      const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+      if (!default_domain || !is_supported_op(n.op_type())) {
+        std::string op = default_domain ? n.op_type() : n.domain() + "." + n.op_type();
+        fail("node " + quoted(node_names_[i]) + " (op " + quoted(op) + ", opset " +
+             std::to_string(opset_) + ") is not supported by Tessera");
+      }
+    }
+  }
+
+  std::shared_ptr<Constant> constant_from_tensor(const onnx::TensorProto& t,
+                                                 const std::string& what) const {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL)
+      fail(what + " keeps its data in an external file; Tessera needs it inside the model");
+    if (t.has_segment()) fail(what + " is segmented; Tessera does not support segmented tensors");
+    auto c = std::make_shared<Constant>();
+    c->name = t.name();
+    for (int64_t d : t.dims()) {
+      if (d < 0) fail(what + " has a negative dimension");
+      c->shape.push_back(d);
+    }
+    const auto count = static_cast<size_t>(graph::shape_numel(c->shape));
+    const bool raw = t.has_raw_data();
+    auto check_count = [&](size_t have) {
+      if (have != count)
+        fail(what + " holds " + std::to_string(have) + " values but its shape " +
+             graph::shape_to_string(c->shape) + " needs " + std::to_string(count));
+    };
+    switch (t.data_type()) {
+      case onnx::TensorProto::FLOAT:
+        c->dtype = DType::Float32;
+        if (raw) {
+          check_count(t.raw_data().size() / 4);
+          c->floats = decode_raw<float>(t.raw_data(), count);
+        } else {
+          check_count(static_cast<size_t>(t.float_data_size()));
+          c->floats.assign(t.float_data().begin(), t.float_data().end());
+        }
+        break;
+      case onnx::TensorProto::INT64:
+        c->dtype = DType::Int64;
+        if (raw) {
+          check_count(t.raw_data().size() / 8);
+          c->ints = decode_raw<int64_t>(t.raw_data(), count);
+        } else {
+          check_count(static_cast<size_t>(t.int64_data_size()));
+          c->ints.assign(t.int64_data().begin(), t.int64_data().end());
+        }
+        break;
+      case onnx::TensorProto::INT32:
+        c->dtype = DType::Int64;  // only ever read as an integer constant
+        if (raw) {
+          check_count(t.raw_data().size() / 4);
+          auto v = decode_raw<int32_t>(t.raw_data(), count);
+          c->ints.assign(v.begin(), v.end());
+        } else {
+          check_count(static_cast<size_t>(t.int32_data_size()));
+          c->ints.assign(t.int32_data().begin(), t.int32_data().end());
+        }
+        break;
+      default:
+        fail(what + " has type " +
+             onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t.data_type())) +
+             "; Tessera supports float32 tensors (and int64 only for constant shapes)");
+    }
+    return c;
+  }
+
+  void read_inputs(const onnx::GraphProto& g) {
+    for (const auto& in : g.input()) {
+      if (values_.count(in.name())) continue;  // an initializer: a weight, not an input
+      const std::string what = "input " + quoted(in.name());
+      if (!in.type().has_tensor_type()) fail(what + " is not a tensor");
+      const auto& tt = in.type().tensor_type();
+      if (tt.elem_type() != onnx::TensorProto::FLOAT)
+        fail(what + " has type " + type_name(tt.elem_type()) +
+             "; Tessera needs float32 activations");
+      if (!tt.has_shape()) fail(what + " has no shape; Tessera needs static shapes");
+      Shape shape;
+      for (int i = 0; i < tt.shape().dim_size(); ++i) {
+        const auto& d = tt.shape().dim(i);
+        if (d.has_dim_value() && d.dim_value() >= 0) {
+          shape.push_back(d.dim_value());
+        } else if (d.has_dim_param() && !d.dim_param().empty()) {
+          fail(what + " has symbolic dimension " + quoted(d.dim_param()) + " at axis " +
+               std::to_string(i) + "; Tessera needs static shapes");
+        } else {
+          fail(what + " has an unknown dimension at axis " + std::to_string(i) +
+               "; Tessera needs static shapes");
+        }
+      }
+      const int32_t t = add_tensor(in.name(), shape);
+      graph_.inputs.push_back(t);
+      values_[in.name()] = Value{t, nullptr};
+    }
+  }
+
+  static std::string type_name(int32_t elem_type) {
+    if (!onnx::TensorProto_DataType_IsValid(elem_type)) return "unknown";
+    return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elem_type));
+  }
+
+  void run_shape_inference(onnx::ModelProto& model) {
+    try {
+      // error_mode 1: a node ONNX itself finds inconsistent is an error.
+      onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/1,
+                                          /*enable_data_propagation=*/false);
+      onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
+    } catch (const std::exception& e) {
+      fail(std::string("ONNX shape inference failed: ") + e.what());
+    }
+    const auto& g = model.graph();
+    for (const auto& v : g.value_info()) inferred_[v.name()] = &v.type();
+    for (const auto& v : g.output()) inferred_[v.name()] = &v.type();
+  }
+
+  // Kahn's algorithm, always taking the earliest ready node, so a sorted
+  // file keeps its order.
+  std::vector<int> topological_order(const onnx::GraphProto& g) {
+    std::unordered_map<std::string, int> producer;
+    for (int i = 0; i < g.node_size(); ++i)
+      for (const auto& o : g.node(i).output())
+        if (!o.empty()) producer[o] = i;
+    std::vector<int> missing(g.node_size(), 0);
+    std::vector<std::vector<int>> consumers(g.node_size());
+    for (int i = 0; i < g.node_size(); ++i) {
+      std::unordered_set<std::string> seen;
+      for (const auto& in : g.node(i).input()) {
+        if (in.empty() || values_.count(in) || !seen.insert(in).second) continue;
+        auto p = producer.find(in);
+        if (p == producer.end())
+          fail_node(g.node(i), node_names_[i],
+                    "reads " + quoted(in) + ", which no node, graph input or initializer produces");
+        ++missing[i];
+        consumers[p->second].push_back(i);
+      }
+    }
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (int i = 0; i < g.node_size(); ++i)
+      if (missing[i] == 0) ready.push(i);
+    std::vector<int> order;
+    while (!ready.empty()) {
+      int i = ready.top();
+      ready.pop();
+      order.push_back(i);
+      for (int c : consumers[i])
+        if (--missing[c] == 0) ready.push(c);
+    }
+    if (order.size() != static_cast<size_t>(g.node_size())) {
+      for (int i = 0; i < g.node_size(); ++i)
+        if (missing[i] > 0) fail_node(g.node(i), node_names_[i], "is part of a cycle");
+    }
+    return order;
+  }
+
+  void read_outputs(const onnx::GraphProto& g) {
+    std::unordered_set<std::string> output_names;
+    for (const auto& o : g.output()) output_names.insert(o.name());
+    for (const auto& o : g.output()) {
+      const std::string what = "graph output " + quoted(o.name());
+      auto it = values_.find(o.name());
+      if (it == values_.end()) fail(what + " is not produced by any node");
+      const Value& v = it->second;
+      if (v.constant)
+        fail(what + " is a constant (an initializer or computed from constants only); " +
+             "Tessera needs outputs computed from the graph inputs");
+      if (std::find(graph_.inputs.begin(), graph_.inputs.end(), v.tensor) != graph_.inputs.end())
+        fail(what + " is the graph input " + quoted(graph_.tensors[v.tensor].name) +
+             " itself; Tessera needs at least one operator between them");
+      if (std::find(graph_.outputs.begin(), graph_.outputs.end(), v.tensor) != graph_.outputs.end())
+        fail(what + " is the same tensor as another graph output; Tessera needs distinct outputs");
+      auto& tensor = graph_.tensors[v.tensor];
+      if (tensor.name != o.name()) {
+        // Reached through Identity/Dropout: the tensor takes the output's name.
+        if (output_names.count(tensor.name))
+          fail(what + " is the same tensor as graph output " + quoted(tensor.name) +
+               "; Tessera needs distinct outputs");
+        tensor.name = o.name();
+      }
+      if (o.type().has_tensor_type() && o.type().tensor_type().elem_type() != 0 &&
+          o.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT)
+        fail(what + " has type " + type_name(o.type().tensor_type().elem_type()) +
+             "; Tessera needs float32 activations");
+      graph_.outputs.push_back(v.tensor);
+    }
+  }
+
+  // --- tensors -------------------------------------------------------------
+
+  int32_t add_tensor(const std::string& name, const Shape& shape) {
+    graph::TensorInfo t;
+    t.name = name;
+    t.shape = shape;
+    graph_.tensors.push_back(std::move(t));
+    return static_cast<int32_t>(graph_.tensors.size() - 1);
+  }
+
+  // The graph tensor an operator reads for this value; a constant becomes a
+  // weight tensor the first time an operator reads it, so unused
+  // initializers never reach the graph.
+  int32_t materialise(const onnx::NodeProto& node, const std::string& name, const Value& v) {
+    if (!v.constant) return v.tensor;
+    Constant& c = *v.constant;
+    if (c.dtype != DType::Float32)
+      fail_node(node, name,
+                "reads the " + std::string(graph::dtype_name(c.dtype)) + " constant " +
+                    quoted(c.name) + " as data; Tessera computes in float32");
+    if (c.tensor < 0) {
+      c.tensor = add_tensor(c.name, c.shape);
+      auto& t = graph_.tensors[c.tensor];
+      t.is_weight = true;
+      t.weight = c.floats;
+    }
+    return c.tensor;
+  }
+
+  const Shape& shape_of(const Value& v) const {
+    return v.constant ? v.constant->shape : graph_.tensors[v.tensor].shape;
+  }
+
+  // --- node helpers ----------------------------------------------------------
+
+  static bool has_input(const onnx::NodeProto& node, int i) {
+    return i < node.input_size() && !node.input(i).empty();
+  }
+
+  const Value& input(const onnx::NodeProto& node, const std::string& name, int i) const {
+    if (!has_input(node, i))
+      fail_node(node, name, "input " + std::to_string(i) + " is missing");
+    return values_.at(node.input(i));
+  }
+
+  // Only the first output of the ops we support carries data; the optional
+  // others (MaxPool's Indices, Dropout's mask, training-mode BatchNorm
+  // statistics) must be absent or unused.
+  void require_only_first_output(const onnx::NodeProto& node, const std::string& name,
+                                 const std::string& why) const {
+    for (int i = 1; i < node.output_size(); ++i)
+      if (!node.output(i).empty() && used_names_.count(node.output(i)))
+        fail_node(node, name, why);
+  }
+
+  const onnx::AttributeProto* find_attr(const onnx::NodeProto& node, const std::string& key) const {
+    for (const auto& a : node.attribute())
+      if (a.name() == key) return &a;
+    return nullptr;
+  }
+
+  void check_attr_type(const onnx::NodeProto& node, const std::string& name,
+                       const onnx::AttributeProto& a, onnx::AttributeProto::AttributeType t) const {
+    if (a.type() != t && a.type() != onnx::AttributeProto::UNDEFINED)
+      fail_node(node, name, "attribute " + quoted(a.name()) + " has the wrong type");
+  }
+
+  int64_t attr_int(const onnx::NodeProto& node, const std::string& name, const std::string& key,
+                   int64_t fallback) const {
+    const auto* a = find_attr(node, key);
+    if (!a) return fallback;
+    check_attr_type(node, name, *a, onnx::AttributeProto::INT);
+    return a->i();
+  }
+
+  float attr_float(const onnx::NodeProto& node, const std::string& name, const std::string& key,
+                   float fallback) const {
+    const auto* a = find_attr(node, key);
+    if (!a) return fallback;
+    check_attr_type(node, name, *a, onnx::AttributeProto::FLOAT);
+    return a->f();
+  }
+
+  std::string attr_string(const onnx::NodeProto& node, const std::string& name,
+                          const std::string& key, const std::string& fallback) const {
+    const auto* a = find_attr(node, key);
+    if (!a) return fallback;
+    check_attr_type(node, name, *a, onnx::AttributeProto::STRING);
+    return a->s();
+  }
+
+  std::vector<int64_t> attr_ints(const onnx::NodeProto& node, const std::string& name,
+                                 const std::string& key, std::vector<int64_t> fallback) const {
+    const auto* a = find_attr(node, key);
+    if (!a) return fallback;
+    check_attr_type(node, name, *a, onnx::AttributeProto::INTS);
+    return {a->ints().begin(), a->ints().end()};
+  }
+
+  // A per-spatial-dim attribute (kernel_shape, strides, dilations): 2 positive values.
+  std::vector<int64_t> spatial_attr(const onnx::NodeProto& node, const std::string& name,
+                                    const std::string& key, std::vector<int64_t> fallback) const {
+    auto v = attr_ints(node, name, key, std::move(fallback));
+    if (v.size() != 2)
+      fail_node(node, name,
+                "attribute " + quoted(key) + " has " + std::to_string(v.size()) +
+                    " values; Tessera supports 2-D (2 values) only");
+    for (int64_t x : v)
+      if (x <= 0) fail_node(node, name, "attribute " + quoted(key) + " must be positive");
+    return v;
+  }
+
+  // auto_pad resolved into explicit pads [h_begin, w_begin, h_end, w_end]
+  // with ONNX's rule: output = ceil(in / stride); SAME_UPPER puts the odd
+  // pad at the end, SAME_LOWER at the beginning.
+  std::vector<int64_t> resolve_pads(const onnx::NodeProto& node, const std::string& name,
+                                    const Shape& input, const std::vector<int64_t>& kernel,
+                                    const std::vector<int64_t>& strides,
+                                    const std::vector<int64_t>& dilations) const {
+    const std::string auto_pad = attr_string(node, name, "auto_pad", "NOTSET");
+    auto pads = attr_ints(node, name, "pads", {0, 0, 0, 0});
+    if (pads.size() != 4)
+      fail_node(node, name,
+                "attribute 'pads' has " + std::to_string(pads.size()) +
+                    " values; Tessera supports 2-D (4 values) only");
+    for (int64_t p : pads)
+      if (p < 0) fail_node(node, name, "attribute 'pads' must not be negative");
+    if (auto_pad == "NOTSET") return pads;
+    const bool explicit_pads = std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p; });
+    if (explicit_pads)
+      fail_node(node, name, "attributes 'pads' and auto_pad " + quoted(auto_pad) +
+                                " cannot be used together");
+    if (auto_pad == "VALID") return {0, 0, 0, 0};
+    if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+      fail_node(node, name, "attribute auto_pad = " + quoted(auto_pad) + " is not supported");
+    std::vector<int64_t> out(4, 0);
+    for (size_t d = 0; d < 2; ++d) {
+      const int64_t in = input[2 + d];
+      const int64_t out_size = (in + strides[d] - 1) / strides[d];
+      const int64_t extent = (kernel[d] - 1) * dilations[d] + 1;
+      const int64_t total = std::max<int64_t>(0, (out_size - 1) * strides[d] + extent - in);
+      const int64_t small = total / 2, large = total - total / 2;
+      out[d] = auto_pad == "SAME_UPPER" ? small : large;
+      out[2 + d] = auto_pad == "SAME_UPPER" ? large : small;
+    }
+    return out;
+  }
+
+  // A scalar constant input (Clip's min/max), as float.
+  float scalar_constant(const onnx::NodeProto& node, const std::string& name, int i,
+                        const std::string& what) const {
+    const Value& v = input(node, name, i);
+    if (!v.constant)
+      fail_node(node, name,
+                what + " (input " + quoted(node.input(i)) +
+                    ") must be a constant (an initializer or Constant node)");
+    const Constant& c = *v.constant;
+    if (graph::shape_numel(c.shape) != 1)
+      fail_node(node, name, what + " must be a scalar");
+    return c.dtype == DType::Float32 ? c.floats[0] : static_cast<float>(c.ints[0]);
+  }
+
+  int64_t normalise_axis(const onnx::NodeProto& node, const std::string& name, int64_t axis,
+                         int64_t rank) const {
+    if (axis < -rank || axis >= rank)
+      fail_node(node, name,
+                "axis " + std::to_string(axis) + " is out of range for rank " +
+                    std::to_string(rank));
+    return axis < 0 ? axis + rank : axis;
+  }
+
+  // --- operators -------------------------------------------------------------
+
+  void import_node(const onnx::NodeProto& node, const std::string& name) {
+    const std::string& op = node.op_type();
+    if (op == "Identity") return alias(node, name);
+    if (op == "Dropout") return import_dropout(node, name);
+    if (op == "Constant") return import_constant(node, name);
+
+    graph::Operator o;
+    o.name = name;
+    o.type = *graph::op_type_from_name(op);
+    std::vector<int> data_inputs;  // ONNX input positions that become operator inputs
+    switch (o.type) {
+      case OpType::Conv: {
+        const Shape& x = shape_of(input(node, name, 0));
+        const Shape& w = shape_of(input(node, name, 1));
+        if (x.size() != 4 || w.size() != 4)
+          fail_node(node, name, "only 2-D convolution (4-D X and W) is supported");
+        o.attrs.kernel_shape = spatial_attr(node, name, "kernel_shape", {w[2], w[3]});
+        if (o.attrs.kernel_shape[0] != w[2] || o.attrs.kernel_shape[1] != w[3])
+          fail_node(node, name, "attribute 'kernel_shape' does not match the shape of W");
+        o.attrs.strides = spatial_attr(node, name, "strides", {1, 1});
+        o.attrs.dilations = spatial_attr(node, name, "dilations", {1, 1});
+        o.attrs.group = attr_int(node, name, "group", 1);
+        o.attrs.pads = resolve_pads(node, name, x, o.attrs.kernel_shape, o.attrs.strides,
+                                    o.attrs.dilations);
+        data_inputs = has_input(node, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
+        break;
+      }
+      case OpType::Gemm:
+        o.attrs.alpha = attr_float(node, name, "alpha", 1.0f);
+        o.attrs.beta = attr_float(node, name, "beta", 1.0f);
+        o.attrs.trans_a = attr_int(node, name, "transA", 0) != 0;
+        o.attrs.trans_b = attr_int(node, name, "transB", 0) != 0;
+        data_inputs = has_input(node, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
+        break;
+      case OpType::MatMul:
+      case OpType::Add:
+      case OpType::Mul:
+        data_inputs = {0, 1};
+        break;
+      case OpType::Relu:
+      case OpType::Sigmoid:
+      case OpType::GlobalAveragePool:
+        data_inputs = {0};
+        break;
+      case OpType::Clip:
+        if (has_input(node, 1)) o.attrs.clip_min = scalar_constant(node, name, 1, "min");
+        if (has_input(node, 2)) o.attrs.clip_max = scalar_constant(node, name, 2, "max");
+        data_inputs = {0};
+        break;
+      case OpType::MaxPool:
+      case OpType::AveragePool: {
+        const Shape& x = shape_of(input(node, name, 0));
+        if (x.size() != 4) fail_node(node, name, "only 2-D pooling (4-D input) is supported");
+        if (o.type == OpType::MaxPool) {
+          if (node.output_size() > 1 && !node.output(1).empty())
+            fail_node(node, name, "the Indices output is not supported");
+          const int64_t storage_order = attr_int(node, name, "storage_order", 0);
+          if (storage_order != 0)
+            fail_node(node, name,
+                      "attribute storage_order = " + std::to_string(storage_order) +
+                          " is not supported (only 0)");
+          o.attrs.dilations = spatial_attr(node, name, "dilations", {1, 1});
+        } else {
+          o.attrs.count_include_pad = attr_int(node, name, "count_include_pad", 0) != 0;
+          o.attrs.dilations = {1, 1};  // AveragePool has no dilations before opset 19
+        }
+        if (!find_attr(node, "kernel_shape"))
+          fail_node(node, name, "attribute 'kernel_shape' is missing");
+        o.attrs.kernel_shape = spatial_attr(node, name, "kernel_shape", {});
+        o.attrs.strides = spatial_attr(node, name, "strides", {1, 1});
+        o.attrs.ceil_mode = attr_int(node, name, "ceil_mode", 0) != 0;
+        o.attrs.pads = resolve_pads(node, name, x, o.attrs.kernel_shape, o.attrs.strides,
+                                    o.attrs.dilations);
+        data_inputs = {0};
+        break;
+      }
+      case OpType::Flatten: {
+        const Shape& x = shape_of(input(node, name, 0));
+        const auto rank = static_cast<int64_t>(x.size());
+        int64_t axis = attr_int(node, name, "axis", 1);
+        // Flatten's axis may equal the rank (everything in the first dim).
+        if (axis < -rank || axis > rank)
+          fail_node(node, name,
+                    "axis " + std::to_string(axis) + " is out of range for rank " +
+                        std::to_string(rank));
+        if (axis < 0) axis += rank;
+        o.attrs.axis = axis;
+        int64_t outer = 1, inner = 1;
+        for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= x[d];
+        o.attrs.new_shape = {outer, inner};
+        data_inputs = {0};
+        break;
+      }
+      case OpType::Reshape:
+        o.attrs.new_shape = resolve_reshape(node, name);
+        data_inputs = {0};
+        break;
+      case OpType::Concat: {
+        if (!find_attr(node, "axis")) fail_node(node, name, "attribute 'axis' is missing");
+        const auto rank = static_cast<int64_t>(shape_of(input(node, name, 0)).size());
+        o.attrs.axis = normalise_axis(node, name, attr_int(node, name, "axis", 0), rank);
+        for (int i = 0; i < node.input_size(); ++i)
+          if (has_input(node, i)) data_inputs.push_back(i);
+        break;
+      }
+      case OpType::Softmax: {
+        const auto rank = static_cast<int64_t>(shape_of(input(node, name, 0)).size());
+        // Softmax-1/11 flatten to 2-D at axis (default 1); Softmax-13 is per-axis (default -1).
+        o.attrs.softmax_coerce_2d = opset_ < 13;
+        const int64_t axis = attr_int(node, name, "axis", opset_ < 13 ? 1 : -1);
+        o.attrs.axis = normalise_axis(node, name, axis, rank);
+        data_inputs = {0};
+        break;
+      }
+      case OpType::BatchNormalization: {
+        const int64_t training_mode = attr_int(node, name, "training_mode", 0);
+        if (training_mode != 0)
+          fail_node(node, name, "attribute training_mode = 1 is not supported (inference only)");
+        require_only_first_output(node, name,
+                                  "only the first output (Y) is supported: training-mode "
+                                  "statistics outputs are used");
+        o.attrs.epsilon = attr_float(node, name, "epsilon", 1e-5f);
+        data_inputs = {0, 1, 2, 3, 4};
+        break;
+      }
+    }
+    emit(node, name, std::move(o), data_inputs);
+  }
+
+  std::vector<int64_t> resolve_reshape(const onnx::NodeProto& node, const std::string& name) const {
+    const Shape& x = shape_of(input(node, name, 0));
+    const Value& sv = input(node, name, 1);
+    if (!sv.constant || sv.constant->dtype != DType::Int64)
+      fail_node(node, name,
+                "the shape input " + quoted(node.input(1)) +
+                    " must be an int64 constant (an initializer or Constant node)");
+    if (sv.constant->shape.size() != 1) fail_node(node, name, "the shape input must be 1-D");
+    const bool allow_zero = attr_int(node, name, "allowzero", 0) != 0;
+    std::vector<int64_t> shape = sv.constant->ints;
+    int infer_at = -1;
+    int64_t known = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] == 0 && !allow_zero) {
+        if (i >= x.size())
+          fail_node(node, name,
+                    "shape entry " + std::to_string(i) + " is 0 (copy) but the input has rank " +
+                        std::to_string(x.size()));
+        shape[i] = x[i];
+      }
+      if (shape[i] == -1) {
+        if (infer_at >= 0) fail_node(node, name, "the shape has more than one -1");
+        infer_at = static_cast<int>(i);
+      } else if (shape[i] < 0) {
+        fail_node(node, name, "the shape has the invalid entry " + std::to_string(shape[i]));
+      } else {
+        known *= shape[i];
+      }
+    }
+    const int64_t total = graph::shape_numel(x);
+    if (infer_at >= 0) {
+      if (known == 0 || total % known != 0)
+        fail_node(node, name,
+                  "cannot reshape " + graph::shape_to_string(x) + " to " +
+                      graph::shape_to_string(sv.constant->ints));
+      shape[infer_at] = total / known;
+    }
+    if (graph::shape_numel(shape) != total)
+      fail_node(node, name,
+                "cannot reshape " + graph::shape_to_string(x) + " (" + std::to_string(total) +
+                    " elements) to " + graph::shape_to_string(shape));
+    return shape;
+  }
+
+  void alias(const onnx::NodeProto& node, const std::string& name) {
+    values_[node.output(0)] = input(node, name, 0);
+  }
+
+  void import_dropout(const onnx::NodeProto& node, const std::string& name) {
+    // Dropout-12+ takes training_mode as an optional input; inference needs it false.
+    if (has_input(node, 2)) {
+      const Value& mode = input(node, name, 2);
+      const bool is_false = mode.constant && graph::shape_numel(mode.constant->shape) == 1 &&
+                            (mode.constant->dtype == DType::Float32 ? mode.constant->floats[0] == 0
+                                                                    : mode.constant->ints[0] == 0);
+      if (!is_false)
+        fail_node(node, name, "training_mode must be a constant false (inference only)");
+    }
+    require_only_first_output(node, name, "the mask output is not supported");
+    alias(node, name);
+  }
+
+  void import_constant(const onnx::NodeProto& node, const std::string& name) {
+    if (node.attribute_size() != 1)
+      fail_node(node, name, "needs exactly one value attribute");
+    const auto& a = node.attribute(0);
+    auto c = std::make_shared<Constant>();
+    if (a.name() == "value") {
+      check_attr_type(node, name, a, onnx::AttributeProto::TENSOR);
+      c = constant_from_tensor(a.t(), "node " + quoted(name) + " (op 'Constant') value");
+    } else if (a.name() == "value_float") {
+      check_attr_type(node, name, a, onnx::AttributeProto::FLOAT);
+      c->floats = {a.f()};
+    } else if (a.name() == "value_floats") {
+      check_attr_type(node, name, a, onnx::AttributeProto::FLOATS);
+      c->floats.assign(a.floats().begin(), a.floats().end());
+      c->shape = {a.floats_size()};
+    } else if (a.name() == "value_int") {
+      check_attr_type(node, name, a, onnx::AttributeProto::INT);
+      c->dtype = DType::Int64;
+      c->ints = {a.i()};
+    } else if (a.name() == "value_ints") {
+      check_attr_type(node, name, a, onnx::AttributeProto::INTS);
+      c->dtype = DType::Int64;
+      c->ints.assign(a.ints().begin(), a.ints().end());
+      c->shape = {a.ints_size()};
+    } else {
+      fail_node(node, name, "attribute " + quoted(a.name()) + " is not supported");
+    }
+    c->name = node.output(0);
+    c->tensor = -1;
+    values_[node.output(0)] = Value{-1, c};
+  }
+
+  void cross_check(const onnx::NodeProto& node, const std::string& name, const Shape& ours) const {
+    auto it = inferred_.find(node.output(0));
+    if (it == inferred_.end() || !it->second->has_tensor_type()) return;
+    const auto& tt = it->second->tensor_type();
+    if (tt.elem_type() != 0 && tt.elem_type() != onnx::TensorProto::FLOAT)
+      fail_node(node, name,
+                "output " + quoted(node.output(0)) + " has type " + type_name(tt.elem_type()) +
+                    "; Tessera needs float32 activations");
+    if (!tt.has_shape()) return;
+    bool same = tt.shape().dim_size() == static_cast<int>(ours.size());
+    std::string theirs = "[";
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      const auto& d = tt.shape().dim(i);
+      theirs += (i ? "," : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : "?");
+      if (same && d.has_dim_value() && d.dim_value() != ours[i]) same = false;
+    }
+    if (!same)
+      fail_node(node, name,
+                "Tessera computes output shape " + graph::shape_to_string(ours) +
+                    " but ONNX shape inference says " + theirs + "]");
+  }
+
+  void emit(const onnx::NodeProto& node, const std::string& name, graph::Operator o,
+            const std::vector<int>& positions) {
+    std::vector<const Value*> ins;
+    std::vector<Shape> shapes;
+    bool all_constant = true;
+    for (int i : positions) {
+      const Value& v = input(node, name, i);
+      if (v.constant && v.constant->dtype != DType::Float32)
+        fail_node(node, name,
+                  "reads the int64 constant " + quoted(node.input(i)) +
+                      " as data; Tessera computes in float32");
+      ins.push_back(&v);
+      shapes.push_back(shape_of(v));
+      all_constant = all_constant && v.constant;
+    }
+    Shape out;
+    try {
+      out = graph::infer_output_shape(o, shapes);
+    } catch (const Error& e) {
+      fail_node(node, name, e.what());
+    }
+    cross_check(node, name, out);
+    const std::string& out_name = node.output(0);
+    if (all_constant) {
+      values_[out_name] = Value{-1, fold(node, name, o, ins, out)};
+      return;
+    }
+    for (const Value* v : ins) o.inputs.push_back(materialise(node, name, *v));
+    const int32_t t = add_tensor(out_name, out);
+    o.outputs.push_back(t);
+    values_[out_name] = Value{t, nullptr};
+    graph_.ops.push_back(std::move(o));
+  }
+
+  // Constant folding: run the reference kernel over the whole output.
+  std::shared_ptr<Constant> fold(const onnx::NodeProto& node, const std::string& name,
+                                 const graph::Operator& o, const std::vector<const Value*>& ins,
+                                 const Shape& out_shape) const {
+    auto c = std::make_shared<Constant>();
+    c->name = node.output(0);
+    c->shape = out_shape;
+    if (o.type == OpType::Reshape || o.type == OpType::Flatten) {
+      c->floats = ins[0]->constant->floats;  // same row-major data
+      return c;
+    }
+    const auto kernel = kernels::find_tile_kernel(o.type, "reference");
+    if (!kernel) fail_node(node, name, "cannot fold constants: no reference kernel");
+    std::vector<kernels::ConstTensorView> views;
+    for (const Value* v : ins)
+      views.push_back({v->constant->floats.data(), &v->constant->shape});
+    c->floats.assign(static_cast<size_t>(graph::shape_numel(out_shape)), 0.0f);
+    const graph::Region region = graph::Region::whole(out_shape);
+    kernels::TileArgs args;
+    args.op = &o;
+    args.inputs = views.data();
+    args.input_count = views.size();
+    args.output = {c->floats.data(), &c->shape};
+    args.region = &region;
+    kernel(args);
+    return c;
+  }
+
+  std::string origin_;
+  int64_t opset_ = 0;
+  graph::Graph graph_;
+  std::vector<std::string> node_names_;
+  std::unordered_map<std::string, Value> values_;
+  std::unordered_map<std::string, const onnx::TypeProto*> inferred_;
+  std::unordered_set<std::string> used_names_;
+};
+
+}  // namespace
+
+graph::Graph import_onnx_bytes(const void* data, size_t size, const std::string& origin_for_errors) {
+  onnx::ModelProto model;
+  if (size > static_cast<size_t>(INT_MAX) || !model.ParseFromArray(data, static_cast<int>(size)))
+    throw Error(origin_for_errors + ": not a valid ONNX model (protobuf parse failed)");
+  return Importer(origin_for_errors).run(model);
+}
+
+graph::Graph import_onnx_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open the file (" + std::strerror(errno) + ")");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error(path + ": cannot read the file");
+  return import_onnx_bytes(bytes.data(), bytes.size(), path);
+}
+
+}  // namespace tessera::serialization

@@ -1,0 +1,532 @@
+#include "serialization/tess/tess_reader.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "graph/error.hpp"
+#include "graph/op_shape.hpp"
+#include "serialization/tess/tess_format.hpp"
+#include "serialization/tess/tess_generated.h"
+
+namespace tessera::serialization {
+namespace {
+
+namespace fb = tessera::tess;
+using graph::Region;
+using graph::Shape;
+
+static_assert(std::endian::native == std::endian::little,
+              "weight buffers are stored little-endian and used in place");
+
+// Verifier limits. Real models nest four levels deep (model, vector, table,
+// vector); the table budget bounds the work a file whose offsets all point at
+// the same tables could cause: a table takes at least 4 bytes, so an honest
+// file never has more than size / 4 of them.
+constexpr flatbuffers::uoffset_t kVerifierMaxDepth = 16;
+constexpr size_t kVerifierTableSlack = 1024;
+// Tiles of one op are checked pairwise for overlap up to this many; beyond it
+// only the element count is compared (quadratic work on a hostile file).
+constexpr size_t kMaxTilesForOverlapCheck = 1024;
+
+// Names come from the file: keep error messages on one line and short.
+std::string printable(std::string_view s) {
+  constexpr size_t kMaxLength = 64;
+  std::string out;
+  for (char c : s.substr(0, kMaxLength)) {
+    auto u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? '?' : c;
+  }
+  if (s.size() > kMaxLength) out += "...";
+  return out;
+}
+
+std::string string_of(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+template <typename T>
+std::vector<T> vector_of(const flatbuffers::Vector<T>* v) {
+  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+}
+
+// Owns what the weight spans point into: the file image, plus copies of any
+// weight that was not aligned for in-place use.
+struct TessStorage {
+  std::shared_ptr<const void> image;
+  std::vector<std::vector<float>> weight_copies;
+};
+
+// Input-count bounds per op type; graph::infer_output_shape checks the same,
+// but the reader states them so that it never hands a kernel an op whose
+// operand list it would index past.
+struct InputBounds {
+  size_t min;
+  size_t max;
+};
+
+InputBounds input_bounds(graph::OpType type) {
+  using graph::OpType;
+  switch (type) {
+    case OpType::Conv:
+    case OpType::Gemm: return {2, 3};
+    case OpType::MatMul:
+    case OpType::Add:
+    case OpType::Mul: return {2, 2};
+    case OpType::Relu:
+    case OpType::Clip:
+    case OpType::Sigmoid:
+    case OpType::MaxPool:
+    case OpType::AveragePool:
+    case OpType::GlobalAveragePool:
+    case OpType::Flatten:
+    case OpType::Reshape:
+    case OpType::Softmax: return {1, 1};
+    case OpType::Concat: return {1, std::numeric_limits<size_t>::max()};
+    case OpType::BatchNormalization: return {5, 5};
+  }
+  return {0, 0};
+}
+
+class TessLoader {
+ public:
+  TessLoader(const fb::Model& model, const std::string& origin) : model_(model), origin_(origin) {}
+
+  graph::TileGraph load(std::shared_ptr<const void> image) {
+    check_version();
+    auto storage = std::make_shared<TessStorage>();
+    storage->image = std::move(image);
+    read_tensors(*storage);
+    read_operators();
+    read_model_io();
+    read_nodes();
+    check_tiles_cover_outputs();
+    graph_.options.tiles = model_.options() ? model_.options()->tiles() : 0;
+    graph_.options.threads = model_.options() ? model_.options()->threads() : 0;
+    graph_.options.target = model_.options() ? string_of(model_.options()->target()) : "";
+    if (storage->weight_copies.empty())
+      graph_.storage = storage->image;
+    else
+      graph_.storage = std::move(storage);
+    return std::move(graph_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { throw Error(origin_ + ": " + what); }
+
+  std::string tensor_label(size_t t) const {
+    return "tensor " + std::to_string(t) + " ('" + printable(graph_.tensors[t].name) + "')";
+  }
+  std::string op_label(size_t o) const {
+    const graph::Operator& op = graph_.ops[o];
+    return "op " + std::to_string(o) + " ('" + printable(op.name) + "', " +
+           std::string(graph::op_type_name(op.type)) + ")";
+  }
+  // A tensor index from the file, checked against the tensor count.
+  int32_t tensor_index(int32_t index, const std::string& where) const {
+    if (index < 0 || static_cast<size_t>(index) >= graph_.tensors.size())
+      fail(where + " is tensor " + std::to_string(index) + " but the graph has " +
+           std::to_string(graph_.tensors.size()) + " tensors");
+    return index;
+  }
+
+  void check_version() const {
+    const fb::SchemaVersion* v = model_.version();
+    if (!v) fail("file has no schema version (not written by Tessera, or corrupt)");
+    std::string version =
+        std::to_string(v->major_version()) + "." + std::to_string(v->minor_version());
+    std::string ours = std::to_string(kTessSchemaMajor) + ".x";
+    // Within one major version, newer minor versions only add fields this
+    // reader may ignore (tess.fbs's rules).
+    if (v->major_version() > kTessSchemaMajor)
+      fail("schema version " + version + " is newer than this Tessera (" + ours +
+           "); update Tessera or recompile the model");
+    if (v->major_version() < kTessSchemaMajor)
+      fail("schema version " + version + " is older than this Tessera reads (" + ours +
+           "); recompile the model");
+  }
+
+  void read_tensors(TessStorage& storage) {
+    const auto* tensors = model_.tensors();
+    const auto* buffers = model_.buffers();
+    size_t buffer_count = buffers ? buffers->size() : 0;
+    graph_.arena_bytes = model_.arena_bytes();
+    size_t count = tensors ? tensors->size() : 0;
+    graph_.tensors.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      const fb::Tensor* ft = tensors->Get(static_cast<flatbuffers::uoffset_t>(i));
+      graph::CompiledTensor& t = graph_.tensors[i];
+      t.name = string_of(ft->name());
+      t.shape = vector_of(ft->shape());
+      int64_t numel = 1;
+      for (int64_t d : t.shape) {
+        if (d < 0)
+          fail(tensor_label(i) + " has negative dimension " + std::to_string(d) + " in shape " +
+               graph::shape_to_string(t.shape));
+        // Checked before multiplying, so numel never exceeds 2^40 * 2^40.
+        if (d > kTessMaxTensorElements || (numel *= d) > kTessMaxTensorElements)
+          fail(tensor_label(i) + " has shape " + graph::shape_to_string(t.shape) +
+               ", more than 2^40 elements");
+      }
+      auto dtype = static_cast<uint8_t>(ft->dtype());
+      if (dtype > static_cast<uint8_t>(graph::DType::Bool))
+        fail(tensor_label(i) + " has unknown dtype " + std::to_string(dtype));
+      t.dtype = static_cast<graph::DType>(dtype);
+      if (ft->layout() != fb::TensorLayout::NCHW)
+        fail(tensor_label(i) + " has unknown layout " +
+             std::to_string(static_cast<int>(ft->layout())));
+      auto byte_size = static_cast<uint64_t>(t.byte_size());
+      switch (ft->storage()) {
+        case fb::TensorStorage::Arena: {
+          t.storage = graph::TensorStorage::Arena;
+          t.arena_offset = ft->arena_offset();
+          if (ft->buffer() != 0)
+            fail(tensor_label(i) + " lives in the arena but refers to weight buffer " +
+                 std::to_string(ft->buffer()));
+          if (t.arena_offset % kTessArenaAlignment != 0)
+            fail(tensor_label(i) + " has arena offset " + std::to_string(t.arena_offset) +
+                 ", which is not aligned to " + std::to_string(kTessArenaAlignment) + " bytes");
+          if (t.arena_offset > graph_.arena_bytes || byte_size > graph_.arena_bytes - t.arena_offset)
+            fail(tensor_label(i) + " at arena offset " + std::to_string(t.arena_offset) + " with " +
+                 std::to_string(byte_size) + " bytes overflows the arena of " +
+                 std::to_string(graph_.arena_bytes) + " bytes");
+          break;
+        }
+        case fb::TensorStorage::Weight: {
+          t.storage = graph::TensorStorage::Weight;
+          uint32_t b = ft->buffer();
+          if (b == 0 || b >= buffer_count)
+            fail(tensor_label(i) + " is a weight but refers to buffer " + std::to_string(b) +
+                 " and the file has buffers 1 to " + std::to_string(buffer_count) + " (exclusive)");
+          // Weight spans are float; other dtypes need encodings this version lacks.
+          if (t.dtype != graph::DType::Float32)
+            fail(tensor_label(i) + " is a weight of dtype " +
+                 std::string(graph::dtype_name(t.dtype)) + "; only float32 weights are supported");
+          const auto* data = buffers->Get(b)->data();
+          size_t data_bytes = data ? data->size() : 0;
+          if (data_bytes != byte_size)
+            fail(tensor_label(i) + " has " + std::to_string(data_bytes) +
+                 " bytes of weight data but its shape " + graph::shape_to_string(t.shape) +
+                 " needs " + std::to_string(byte_size));
+          t.weight = weight_span(data ? data->data() : nullptr, static_cast<size_t>(numel),
+                                 storage);
+          break;
+        }
+        default:
+          fail(tensor_label(i) + " has unknown storage kind " +
+               std::to_string(static_cast<int>(ft->storage())));
+      }
+    }
+  }
+
+  // In place when aligned for float (always for files from serialize_tess:
+  // force_align puts weight data on 64-byte boundaries), else a copy.
+  static std::span<const float> weight_span(const uint8_t* bytes, size_t count,
+                                            TessStorage& storage) {
+    if (count == 0) return {};
+    if (reinterpret_cast<uintptr_t>(bytes) % alignof(float) == 0)
+      return {reinterpret_cast<const float*>(bytes), count};
+    std::vector<float>& copy = storage.weight_copies.emplace_back(count);
+    std::memcpy(copy.data(), bytes, count * sizeof(float));
+    return copy;
+  }
+
+  void read_operators() {
+    const auto* ops = model_.operators();
+    size_t count = ops ? ops->size() : 0;
+    graph_.ops.resize(count);
+    // Which op writes each tensor (-1: none), to check the op order and that
+    // no tensor has two writers.
+    std::vector<int64_t> writer(graph_.tensors.size(), -1);
+    std::vector<char> is_model_input(graph_.tensors.size(), 0);
+    if (const auto* inputs = model_.inputs())
+      for (int32_t t : *inputs)
+        if (t >= 0 && static_cast<size_t>(t) < is_model_input.size()) is_model_input[t] = 1;
+
+    for (size_t o = 0; o < count; ++o) {
+      const fb::Operator* fo = ops->Get(static_cast<flatbuffers::uoffset_t>(o));
+      graph::Operator& op = graph_.ops[o];
+      op.name = string_of(fo->name());
+      if (fo->type() > static_cast<uint16_t>(graph::kLastOpType))
+        fail("op " + std::to_string(o) + " ('" + printable(op.name) + "') has unknown op type " +
+             std::to_string(fo->type()) + "; this Tessera knows types 0 to " +
+             std::to_string(static_cast<int>(graph::kLastOpType)));
+      op.type = static_cast<graph::OpType>(fo->type());
+      if (fo->version() < 1 || fo->version() > kTessMaxOpVersion)
+        fail(op_label(o) + " has op version " + std::to_string(fo->version()) +
+             "; this Tessera handles versions 1 to " + std::to_string(kTessMaxOpVersion));
+      op.kernel = string_of(fo->kernel());
+      if (op.kernel.empty()) fail(op_label(o) + " has no kernel name");
+      read_attributes(fo->attributes(), op.attrs);
+      op.inputs = vector_of(fo->inputs());
+      op.outputs = vector_of(fo->outputs());
+
+      InputBounds bounds = input_bounds(op.type);
+      if (op.inputs.size() < bounds.min || op.inputs.size() > bounds.max)
+        fail(op_label(o) + " has " + std::to_string(op.inputs.size()) + " inputs; a " +
+             std::string(graph::op_type_name(op.type)) + " takes " + std::to_string(bounds.min) +
+             (bounds.max == bounds.min       ? std::string()
+              : bounds.max == SIZE_MAX ? " or more"
+                                       : " to " + std::to_string(bounds.max)));
+      if (op.outputs.size() != 1)
+        fail(op_label(o) + " has " + std::to_string(op.outputs.size()) +
+             " outputs; every op has exactly 1");
+
+      std::vector<Shape> input_shapes;
+      for (size_t k = 0; k < op.inputs.size(); ++k) {
+        int32_t t = tensor_index(op.inputs[k], op_label(o) + " input " + std::to_string(k));
+        if (graph_.tensors[t].storage == graph::TensorStorage::Arena && writer[t] < 0 &&
+            !is_model_input[t])
+          fail(op_label(o) + " reads " + tensor_label(t) +
+               ", which no earlier op writes and which is not a model input "
+               "(ops out of topological order, or a dangling tensor)");
+        input_shapes.push_back(graph_.tensors[t].shape);
+      }
+      int32_t out = tensor_index(op.outputs[0], op_label(o) + " output 0");
+      if (graph_.tensors[out].storage != graph::TensorStorage::Arena)
+        fail(op_label(o) + " writes weight " + tensor_label(out) +
+             "; weights may only be op inputs");
+      if (writer[out] >= 0)
+        fail(op_label(o) + " writes " + tensor_label(out) + ", which op " +
+             std::to_string(writer[out]) + " already writes");
+      if (is_model_input[out])
+        fail(op_label(o) + " writes " + tensor_label(out) + ", which is a model input");
+      writer[out] = static_cast<int64_t>(o);
+
+      Shape expected;
+      try {
+        expected = graph::infer_output_shape(op, input_shapes);
+      } catch (const Error& e) {
+        fail("op " + std::to_string(o) + ": " + printable_line(e.what()));
+      }
+      if (expected != graph_.tensors[out].shape)
+        fail(op_label(o) + " computes shape " + graph::shape_to_string(expected) +
+             " from its inputs but its output " + tensor_label(out) + " has shape " +
+             graph::shape_to_string(graph_.tensors[out].shape));
+    }
+  }
+
+  // Messages of graph::infer_output_shape quote op names from the file.
+  static std::string printable_line(std::string_view s) {
+    std::string out(s);
+    for (char& c : out)
+      if (static_cast<unsigned char>(c) < 0x20) c = '?';
+    return out;
+  }
+
+  static void read_attributes(const fb::OpAttributes* fa, graph::OpAttributes& a) {
+    if (!fa) return;  // all defaults
+    a.kernel_shape = vector_of(fa->kernel_shape());
+    a.strides = vector_of(fa->strides());
+    a.pads = vector_of(fa->pads());
+    a.dilations = vector_of(fa->dilations());
+    a.group = fa->group();
+    a.axis = fa->axis();
+    a.alpha = fa->alpha();
+    a.beta = fa->beta();
+    a.trans_a = fa->trans_a();
+    a.trans_b = fa->trans_b();
+    a.clip_min = fa->clip_min();
+    a.clip_max = fa->clip_max();
+    a.count_include_pad = fa->count_include_pad();
+    a.ceil_mode = fa->ceil_mode();
+    a.softmax_coerce_2d = fa->softmax_coerce_2d();
+    a.epsilon = fa->epsilon();
+    a.new_shape = vector_of(fa->new_shape());
+  }
+
+  void read_model_io() {
+    auto read = [&](const flatbuffers::Vector<int32_t>* list, const char* what) {
+      std::vector<int32_t> out = vector_of(list);
+      for (size_t k = 0; k < out.size(); ++k) {
+        int32_t t = tensor_index(out[k], std::string("model ") + what + " " + std::to_string(k));
+        if (graph_.tensors[t].storage != graph::TensorStorage::Arena)
+          fail(std::string("model ") + what + " " + std::to_string(k) + " is weight " +
+               tensor_label(t) + "; model inputs and outputs live in the arena");
+      }
+      return out;
+    };
+    graph_.inputs = read(model_.inputs(), "input");
+    graph_.outputs = read(model_.outputs(), "output");
+  }
+
+  std::string node_label(size_t n) const { return "node " + std::to_string(n); }
+
+  void read_nodes() {
+    const auto* nodes = model_.nodes();
+    size_t count = nodes ? nodes->size() : 0;
+    graph_.nodes.resize(count);
+    std::vector<int32_t> incoming(count, 0);
+    std::vector<int32_t> expected_depth(count, 0);
+    std::vector<size_t> seen_from(count, SIZE_MAX);  // duplicate-child detection
+    for (size_t n = 0; n < count; ++n) {
+      const fb::TileNode* fn = nodes->Get(static_cast<flatbuffers::uoffset_t>(n));
+      graph::TileNode& node = graph_.nodes[n];
+      node.op = fn->op();
+      if (node.op < 0 || static_cast<size_t>(node.op) >= graph_.ops.size())
+        fail(node_label(n) + " refers to op " + std::to_string(node.op) + " but the graph has " +
+             std::to_string(graph_.ops.size()) + " ops");
+      if (fn->device() != 0)
+        fail(node_label(n) + " is placed on device " + std::to_string(fn->device()) +
+             "; this Tessera knows only device 0 (CPU)");
+      node.region.begin = vector_of(fn->region_begin());
+      node.region.end = vector_of(fn->region_end());
+      const graph::CompiledTensor& out = graph_.tensors[graph_.ops[node.op].outputs[0]];
+      if (node.region.begin.size() != out.shape.size() ||
+          node.region.end.size() != out.shape.size())
+        fail(node_label(n) + " of " + op_label(node.op) + " has a region of rank " +
+             std::to_string(node.region.begin.size()) + "/" +
+             std::to_string(node.region.end.size()) + " but its output tensor has rank " +
+             std::to_string(out.shape.size()));
+      if (!graph::region_inside(node.region, out.shape))
+        fail(node_label(n) + " of " + op_label(node.op) + " has region " +
+             graph::region_to_string(node.region) + " outside its output tensor '" +
+             printable(out.name) + "' of shape " + graph::shape_to_string(out.shape));
+
+      node.children = vector_of(fn->children());
+      for (int32_t c : node.children) {
+        if (c < 0 || static_cast<size_t>(c) >= count)
+          fail(node_label(n) + " lists child " + std::to_string(c) + " but the graph has " +
+               std::to_string(count) + " nodes");
+        // Children after parents is the file's topological order; it also
+        // proves the graph acyclic (every edge points forward).
+        if (static_cast<size_t>(c) <= n)
+          fail(node_label(n) + " lists child " + std::to_string(c) +
+               ", which is not after it (a cycle, or nodes out of topological order)");
+        if (seen_from[c] == n) fail(node_label(n) + " lists child " + std::to_string(c) + " twice");
+        seen_from[c] = n;
+        ++incoming[c];
+        // Parents come first, so each node's depth is final when it is reached.
+        expected_depth[c] = std::max(expected_depth[c], expected_depth[n] + 1);
+      }
+      node.parent_count = fn->parent_count();
+      node.depth = fn->depth();
+    }
+    for (size_t n = 0; n < count; ++n) {
+      const graph::TileNode& node = graph_.nodes[n];
+      if (node.parent_count != incoming[n])
+        fail(node_label(n) + " has parent_count " + std::to_string(node.parent_count) + " but " +
+             std::to_string(incoming[n]) +
+             " nodes list it as a child (a request would hang or start it early)");
+      if (node.depth != expected_depth[n])
+        fail(node_label(n) + " has depth " + std::to_string(node.depth) +
+             " but its longest path from a source has length " + std::to_string(expected_depth[n]));
+    }
+  }
+
+  // Each op's tiles must compute every element of its output exactly once.
+  void check_tiles_cover_outputs() const {
+    std::vector<std::vector<size_t>> tiles_of(graph_.ops.size());
+    for (size_t n = 0; n < graph_.nodes.size(); ++n) tiles_of[graph_.nodes[n].op].push_back(n);
+    for (size_t o = 0; o < graph_.ops.size(); ++o) {
+      const graph::CompiledTensor& out = graph_.tensors[graph_.ops[o].outputs[0]];
+      auto want = static_cast<uint64_t>(graph::shape_numel(out.shape));
+      uint64_t covered = 0;
+      // Regions lie inside the output (checked), so each term is <= want and
+      // the early exit keeps the sum from overflowing.
+      for (size_t n : tiles_of[o]) {
+        covered += static_cast<uint64_t>(graph_.nodes[n].region.numel());
+        if (covered > want) break;
+      }
+      if (covered != want)
+        fail(op_label(o) + " has tiles covering " + (covered > want ? "more than " : "") +
+             std::to_string(covered) + " elements of its " + std::to_string(want) +
+             "-element output");
+      const std::vector<size_t>& tiles = tiles_of[o];
+      if (tiles.size() > kMaxTilesForOverlapCheck) continue;
+      for (size_t i = 0; i < tiles.size(); ++i)
+        for (size_t j = i + 1; j < tiles.size(); ++j)
+          if (graph::regions_overlap(graph_.nodes[tiles[i]].region,
+                                     graph_.nodes[tiles[j]].region))
+            fail(op_label(o) + " has overlapping tiles: " + node_label(tiles[i]) + " " +
+                 graph::region_to_string(graph_.nodes[tiles[i]].region) + " and " +
+                 node_label(tiles[j]) + " " +
+                 graph::region_to_string(graph_.nodes[tiles[j]].region));
+    }
+  }
+
+  const fb::Model& model_;
+  const std::string& origin_;
+  graph::TileGraph graph_;
+};
+
+// 64-byte aligned heap copy of a file image, for callers whose bytes are not
+// aligned enough for FlatBuffers' scalar reads.
+std::shared_ptr<const void> aligned_copy(const uint8_t* data, size_t size) {
+  constexpr std::align_val_t kAlign{kTessWeightAlignment};
+  auto* copy = static_cast<uint8_t*>(::operator new(size, kAlign));
+  std::memcpy(copy, data, size);
+  return std::shared_ptr<const void>(copy, [kAlign](const void* p) {
+    ::operator delete(const_cast<void*>(p), kAlign);
+  });
+}
+
+}  // namespace
+
+graph::TileGraph read_tess_bytes(std::shared_ptr<const void> owner, const uint8_t* data,
+                                 size_t size, const std::string& origin) {
+  auto fail = [&](const std::string& what) -> void { throw Error(origin + ": " + what); };
+  if (size == 0 || data == nullptr) fail("file is empty");
+  if (size < flatbuffers::kFileIdentifierLength + sizeof(flatbuffers::uoffset_t))
+    fail("not a Tessera graph file (only " + std::to_string(size) + " bytes)");
+  if (!flatbuffers::BufferHasIdentifier(data, kTessFileIdentifier))
+    fail("not a Tessera graph file (bad identifier)");
+  if (size >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    fail("file is larger than the 2 GiB a FlatBuffers file may hold");
+  // FlatBuffers reads scalars in place; int64 fields need 8-byte alignment.
+  if (reinterpret_cast<uintptr_t>(data) % alignof(int64_t) != 0) {
+    owner = aligned_copy(data, size);
+    data = static_cast<const uint8_t*>(owner.get());
+  }
+
+  // Stage 1: structure. Every offset, vector and string lies inside the bytes.
+  flatbuffers::Verifier::Options options;
+  options.max_depth = kVerifierMaxDepth;
+  options.max_tables = static_cast<flatbuffers::uoffset_t>(size / 4 + kVerifierTableSlack);
+  flatbuffers::Verifier verifier(data, size, options);
+  if (!fb::VerifyModelBuffer(verifier))
+    fail("file is truncated or corrupt (FlatBuffers verification failed)");
+
+  // Stage 2: meaning, checked while the TileGraph is built and before it is returned.
+  return TessLoader(*fb::GetModel(data), origin).load(std::move(owner));
+}
+
+graph::TileGraph read_tess_file(const std::string& path) {
+  auto fail = [&](const std::string& what) -> void { throw Error(path + ": " + what); };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(std::string("cannot open the file (") + std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    fail(std::string("cannot stat the file (") + std::strerror(err) + ")");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("not a regular file");
+  }
+  auto size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    fail("file is empty");
+  }
+  // MAP_PRIVATE read-only: weights are used in place and nothing writes back.
+  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int map_errno = errno;
+  ::close(fd);  // the mapping keeps the file open
+  if (mapped == MAP_FAILED)
+    fail(std::string("cannot map the file (") + std::strerror(map_errno) + ")");
+  std::shared_ptr<const void> owner(mapped, [size](const void* p) {
+    ::munmap(const_cast<void*>(p), size);
+  });
+  return read_tess_bytes(std::move(owner), static_cast<const uint8_t*>(mapped), size, path);
+}
+
+}  // namespace tessera::serialization

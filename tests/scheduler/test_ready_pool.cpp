@@ -1,0 +1,330 @@
+// ReadyPool (ASPEN §3.3): priority order within a row, stealing, and that
+// under concurrent producers/consumers every entry comes out exactly once.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "scheduler/ready_pool.hpp"
+
+namespace {
+
+using tessera::scheduler::column_for_depth;
+using tessera::scheduler::GraphView;
+using tessera::scheduler::ReadyEntry;
+using tessera::scheduler::ReadyPool;
+using tessera::scheduler::Request;
+
+#if defined(__SANITIZE_THREAD__)
+constexpr double kDefaultScale = 0.1;
+#else
+constexpr double kDefaultScale = 1.0;
+#endif
+
+// TESSERA_TEST_SCALE multiplies the amount of work (e.g. 0.1 under slow tools).
+double test_scale() {
+  const char* text = std::getenv("TESSERA_TEST_SCALE");
+  return text ? std::max(0.001, std::atof(text)) : kDefaultScale;
+}
+
+uint64_t seed_for(const char* what) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("%s: seed %llu\n", what, static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+// The pool only reads graph().depths; the rest of the graph is irrelevant here.
+struct DepthOnlyRequest final : Request {
+  explicit DepthOnlyRequest(const std::vector<int32_t>& depths)
+      : Request(GraphView{static_cast<int32_t>(depths.size()), nullptr, nullptr, nullptr,
+                          depths.data(), nullptr, 0}) {}
+  void execute_node(int32_t) noexcept override {}
+  void on_complete() noexcept override {}
+};
+
+std::vector<int32_t> drain(ReadyPool& pool, int32_t row, const Request* expected_request) {
+  std::vector<int32_t> nodes;
+  while (auto entry = pool.pop(row)) {
+    CHECK(entry->request == expected_request);
+    nodes.push_back(entry->node);
+  }
+  return nodes;
+}
+
+}  // namespace
+
+TEST_CASE("column_for_depth: in range, monotone, shallow before deep") {
+  for (int32_t columns : {1, 2, 3, 7, 16}) {
+    int32_t previous = 0;
+    for (int32_t depth = 0; depth < 200000; depth += (depth < 1000 ? 1 : 997)) {
+      const int32_t column = column_for_depth(depth, columns);
+      REQUIRE(column >= 0);
+      REQUIRE(column < columns);
+      REQUIRE(column >= previous);
+      previous = column;
+    }
+    CHECK(column_for_depth(0, columns) == 0);
+    CHECK(column_for_depth(1 << 30, columns) == columns - 1);
+    if (columns > 1) CHECK(column_for_depth(1, columns) > column_for_depth(0, columns));
+  }
+}
+
+TEST_CASE("pop: shallow depths first, FIFO within a priority class") {
+  std::mt19937_64 rng(seed_for("priority order"));
+  for (int round = 0; round < 50; ++round) {
+    const int32_t columns = std::uniform_int_distribution<int32_t>(1, 16)(rng);
+    const int32_t rows = std::uniform_int_distribution<int32_t>(1, 5)(rng);
+    const int32_t count = std::uniform_int_distribution<int32_t>(1, 500)(rng);
+    std::vector<int32_t> depths(static_cast<size_t>(count));
+    const int32_t max_depth = std::uniform_int_distribution<int32_t>(0, 3000)(rng);
+    for (int32_t& depth : depths) {
+      depth = std::uniform_int_distribution<int32_t>(0, max_depth)(rng);
+    }
+    DepthOnlyRequest request(depths);
+    ReadyPool pool(rows, columns);
+    const int32_t row = std::uniform_int_distribution<int32_t>(0, rows - 1)(rng);
+    // Push nodes in a random order, in random-sized batches.
+    std::vector<int32_t> push_order(static_cast<size_t>(count));
+    std::iota(push_order.begin(), push_order.end(), 0);
+    std::shuffle(push_order.begin(), push_order.end(), rng);
+    std::vector<ReadyEntry> batch;
+    for (size_t i = 0; i < push_order.size();) {
+      const size_t size = std::uniform_int_distribution<size_t>(1, 9)(rng);
+      batch.clear();
+      for (size_t j = i; j < std::min(push_order.size(), i + size); ++j) {
+        batch.push_back({&request, push_order[j]});
+      }
+      pool.push_batch(row, batch);
+      i += batch.size();
+    }
+    CHECK(pool.size() == count);
+    // Gold: stable sort of the push order by priority class.
+    std::vector<int32_t> expected = push_order;
+    std::stable_sort(expected.begin(), expected.end(), [&](int32_t a, int32_t b) {
+      return column_for_depth(depths[static_cast<size_t>(a)], columns) <
+             column_for_depth(depths[static_cast<size_t>(b)], columns);
+    });
+    // Pop from some row: its own row or by stealing, the order is the same.
+    const int32_t pop_row = std::uniform_int_distribution<int32_t>(0, rows - 1)(rng);
+    CHECK(drain(pool, pop_row, &request) == expected);
+    CHECK(pool.empty());
+  }
+}
+
+TEST_CASE("pop: depths in distinct classes come out sorted by depth") {
+  // Independent of the exact hash: depths 0, 1, 2, 4, ... differ in log2 and
+  // must leave in increasing depth whatever order they went in.
+  std::vector<int32_t> depths = {1024, 0, 64, 2, 8, 1, 256, 4, 16, 32, 128, 512};
+  DepthOnlyRequest request(depths);
+  ReadyPool pool(2, 16);
+  for (int32_t node = 0; node < static_cast<int32_t>(depths.size()); ++node) {
+    pool.push(1, {&request, node});
+  }
+  int32_t previous_depth = -1;
+  while (auto entry = pool.pop(1)) {
+    CHECK(depths[static_cast<size_t>(entry->node)] > previous_depth);
+    previous_depth = depths[static_cast<size_t>(entry->node)];
+  }
+  CHECK(previous_depth == 1024);
+}
+
+TEST_CASE("pop: own row first, then steals from the other rows") {
+  std::vector<int32_t> depths = {5000, 0, 7, 3};
+  DepthOnlyRequest request(depths);
+  ReadyPool pool(4, 8);
+  CHECK(pool.empty());
+  CHECK_FALSE(pool.pop(0).has_value());
+  pool.push(0, {&request, 0});  // deep, own row of 0
+  pool.push(2, {&request, 1});  // shallow, row 2
+  CHECK_FALSE(pool.empty());
+  CHECK(pool.size() == 2);
+  // Row 0 prefers its own deep node over the shallower one of row 2.
+  auto first = pool.pop(0);
+  REQUIRE(first.has_value());
+  CHECK(first->node == 0);
+  auto stolen = pool.pop(0);
+  REQUIRE(stolen.has_value());
+  CHECK(stolen->node == 1);
+  CHECK_FALSE(pool.pop(0).has_value());
+  CHECK(pool.empty());
+  // Every row can steal from every other row.
+  for (int32_t owner = 0; owner < 4; ++owner) {
+    for (int32_t thief = 0; thief < 4; ++thief) {
+      pool.push(owner, {&request, 2 + (owner + thief) % 2});
+      auto entry = pool.pop(thief);
+      REQUIRE(entry.has_value());
+      CHECK(entry->node == 2 + (owner + thief) % 2);
+      CHECK(pool.empty());
+    }
+  }
+}
+
+TEST_CASE("concurrent producers and consumers: every entry popped exactly once") {
+  const uint64_t seed = seed_for("concurrent pool");
+  const double scale = test_scale();
+  struct Config {
+    int32_t rows, columns, producers, consumers;
+  };
+  for (const Config config : {Config{1, 1, 1, 1}, Config{2, 16, 2, 2}, Config{3, 4, 4, 3},
+                              Config{8, 16, 3, 8}, Config{5, 2, 1, 6}, Config{4, 16, 6, 1}}) {
+    CAPTURE(config.rows);
+    CAPTURE(config.producers);
+    CAPTURE(config.consumers);
+    const auto per_producer = static_cast<int32_t>(std::max(100.0, 60000.0 * scale));
+    const int32_t total = per_producer * config.producers;
+    std::vector<int32_t> depths(static_cast<size_t>(total));
+    std::mt19937_64 depth_rng(seed);
+    for (int32_t& depth : depths) depth = std::uniform_int_distribution<int32_t>(0, 100)(depth_rng);
+    DepthOnlyRequest request(depths);
+    ReadyPool pool(config.rows, config.columns);
+    std::atomic<int32_t> producers_done{0};
+    std::vector<std::vector<int32_t>> popped(static_cast<size_t>(config.consumers));
+    std::atomic<int64_t> wrong_request{0};
+    std::vector<std::thread> threads;
+    for (int32_t p = 0; p < config.producers; ++p) {
+      threads.emplace_back([&, p] {
+        std::mt19937_64 rng(seed + 1000 + static_cast<uint64_t>(p));
+        std::vector<ReadyEntry> batch;
+        for (int32_t i = 0; i < per_producer;) {
+          const int32_t size = std::uniform_int_distribution<int32_t>(1, 17)(rng);
+          batch.clear();
+          for (int32_t j = i; j < std::min(per_producer, i + size); ++j) {
+            batch.push_back({&request, p * per_producer + j});
+          }
+          const int32_t row = std::uniform_int_distribution<int32_t>(0, config.rows - 1)(rng);
+          pool.push_batch(row, batch);
+          i += static_cast<int32_t>(batch.size());
+        }
+        producers_done.fetch_add(1, std::memory_order_release);
+      });
+    }
+    for (int32_t c = 0; c < config.consumers; ++c) {
+      threads.emplace_back([&, c] {
+        const int32_t row = c % config.rows;
+        std::vector<int32_t>& mine = popped[static_cast<size_t>(c)];
+        while (true) {
+          const bool finished =
+              producers_done.load(std::memory_order_acquire) == config.producers;
+          auto entry = pool.pop(row);
+          if (!entry) {
+            if (finished) break;  // nothing left and nothing more will come
+            std::this_thread::yield();
+            continue;
+          }
+          if (entry->request != &request) wrong_request.fetch_add(1);
+          mine.push_back(entry->node);
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    CHECK(wrong_request.load() == 0);
+    std::vector<int32_t> all;
+    for (const auto& part : popped) all.insert(all.end(), part.begin(), part.end());
+    std::sort(all.begin(), all.end());
+    std::vector<int32_t> gold(static_cast<size_t>(total));
+    std::iota(gold.begin(), gold.end(), 0);
+    CHECK(all.size() == gold.size());
+    CHECK(all == gold);
+    CHECK(pool.empty());
+    CHECK(pool.size() == 0);
+  }
+}
+
+TEST_CASE("concurrent DSE-like threads that pop and push back: nothing lost or duplicated") {
+  // Each thread pops an entry and, for a node below `levels`, pushes its two
+  // "children" (a binary tree), like DSEs feeding each other through the pool.
+  const uint64_t seed = seed_for("pop-and-push");
+  const int32_t levels = test_scale() < 0.5 ? 14 : 17;
+  const int32_t total = (1 << levels) - 1;  // heap-numbered binary tree
+  std::vector<int32_t> depths(static_cast<size_t>(total));
+  for (int32_t node = 0; node < total; ++node) {
+    depths[static_cast<size_t>(node)] = std::bit_width(static_cast<uint32_t>(node + 1)) - 1;
+  }
+  DepthOnlyRequest request(depths);
+  for (int32_t threads_count : {1, 2, 5}) {
+    ReadyPool pool(threads_count);
+    pool.push(0, {&request, 0});
+    std::atomic<int32_t> popped_count{0};
+    std::vector<std::vector<int32_t>> popped(static_cast<size_t>(threads_count));
+    std::vector<std::thread> threads;
+    for (int32_t t = 0; t < threads_count; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(seed + static_cast<uint64_t>(t));
+        std::vector<ReadyEntry> children;
+        while (popped_count.load(std::memory_order_acquire) < total) {
+          auto entry = pool.pop(t);
+          if (!entry) {
+            std::this_thread::yield();
+            continue;
+          }
+          popped[static_cast<size_t>(t)].push_back(entry->node);
+          children.clear();
+          for (int32_t child : {2 * entry->node + 1, 2 * entry->node + 2}) {
+            if (child < total) children.push_back({&request, child});
+          }
+          if (!children.empty()) {
+            pool.push_batch(std::uniform_int_distribution<int32_t>(0, threads_count - 1)(rng),
+                            children);
+          }
+          popped_count.fetch_add(1, std::memory_order_release);
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    std::vector<int32_t> all;
+    for (const auto& part : popped) all.insert(all.end(), part.begin(), part.end());
+    std::sort(all.begin(), all.end());
+    std::vector<int32_t> gold(static_cast<size_t>(total));
+    std::iota(gold.begin(), gold.end(), 0);
+    CHECK(all == gold);
+    CHECK(pool.empty());
+  }
+}
+
+TEST_CASE("one consumer sees each producer's entries of one class in push order (FIFO cells)") {
+  const double scale = test_scale();
+  const int32_t producers = 4;
+  const auto per_producer = static_cast<int32_t>(std::max(100.0, 50000.0 * scale));
+  std::vector<int32_t> depths(static_cast<size_t>(producers * per_producer), 3);
+  DepthOnlyRequest request(depths);
+  ReadyPool pool(2, 16);
+  std::atomic<int32_t> done{0};
+  std::vector<std::thread> threads;
+  for (int32_t p = 0; p < producers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int32_t i = 0; i < per_producer; ++i) pool.push(0, {&request, p * per_producer + i});
+      done.fetch_add(1, std::memory_order_release);
+    });
+  }
+  std::vector<int32_t> last_seen(producers, -1);
+  int64_t out_of_order = 0;
+  int64_t received = 0;
+  while (true) {
+    const bool finished = done.load(std::memory_order_acquire) == producers;
+    auto entry = pool.pop(1);  // steals from row 0
+    if (!entry) {
+      if (finished) break;
+      continue;
+    }
+    const int32_t producer = entry->node / per_producer;
+    const int32_t sequence = entry->node % per_producer;
+    if (sequence <= last_seen[static_cast<size_t>(producer)]) ++out_of_order;
+    last_seen[static_cast<size_t>(producer)] = sequence;
+    ++received;
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(out_of_order == 0);
+  CHECK(received == int64_t{producers} * per_producer);
+}
+
+TEST_CASE("bad shapes are rejected") {
+  CHECK_THROWS(ReadyPool(0, 4));
+  CHECK_THROWS(ReadyPool(2, 0));
+}

@@ -15,6 +15,7 @@ namespace {
 struct InspectArgs {
   std::string model;
   bool json = false;
+  bool nodes = false;
 };
 
 struct Summary {
@@ -89,6 +90,17 @@ void print_text(const InspectArgs& a, const graph::TileGraph& g, const Summary& 
                 std::string(graph::op_type_name(op.type)).c_str(), op.kernel.c_str(),
                 s.tiles_per_op[i], json_dims(g.tensors[op.outputs[0]].shape).c_str());
   }
+  if (!a.nodes) return;
+  std::printf("  %-6s %-24s %-28s %-7s %-5s %s\n", "node", "op", "region", "parents", "depth",
+              "children");
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto& n = g.nodes[i];
+    std::string children;
+    for (int32_t c : n.children) children += (children.empty() ? "" : ",") + std::to_string(c);
+    std::printf("  %-6zu %-24s %-28s %-7d %-5d %s\n", i, g.ops[n.op].name.c_str(),
+                graph::region_to_string(n.region).c_str(), n.parent_count, n.depth,
+                children.c_str());
+  }
 }
 
 }  // namespace
@@ -98,6 +110,7 @@ Command add_inspect_command(CLI::App& app) {
   auto* sub = app.add_subcommand("inspect", "Describe a .tess file");
   sub->add_option("model", args->model, ".tess model file")->required();
   sub->add_flag("--json", args->json, "Print one JSON object");
+  sub->add_flag("--nodes", args->nodes, "Also list every tile node with its region and edges");
   return [args] {
     const graph::TileGraph g = serialization::read_tess_file(args->model);
     const Summary s = summarise(g);

@@ -2,7 +2,7 @@
 find_package(Threads REQUIRED)
 find_package(TBB REQUIRED)
 find_package(xsimd REQUIRED)
-find_package(flatbuffers REQUIRED)
+find_package(FlatBuffers REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(ONNX REQUIRED)
 find_package(CLI11 REQUIRED)

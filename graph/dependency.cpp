@@ -118,10 +118,52 @@ int64_t flat_index(const std::vector<int64_t>& coord, const Shape& shape) {
   return f;
 }
 
+// The box of the input (shape `in`) that a box `out` of the reshaped output
+// reads. The output box is a set of contiguous flat runs; the answer is the
+// union of each run's covering box. Past kMaxRuns runs, the covering box of
+// the whole flat span (a superset: still safe) bounds the work.
+Region reshape_box(const Region& out, const Shape& out_shape, const Shape& in) {
+  constexpr int64_t kMaxRuns = int64_t{1} << 14;
+  const size_t rank = out.rank();
+  // Dims [run_dim, rank) form one contiguous run: every dim after run_dim
+  // is covered whole.
+  size_t run_dim = rank;
+  while (run_dim > 0) {
+    --run_dim;
+    if (out.extent(run_dim) != out_shape[run_dim]) break;
+  }
+  int64_t runs = 1;
+  for (size_t d = 0; d < run_dim && runs <= kMaxRuns; ++d) runs *= out.extent(d);
+  std::vector<int64_t> last(out.end);
+  for (auto& v : last) --v;
+  if (rank == 0 || runs > kMaxRuns)
+    return flat_range_box(flat_index(out.begin, out_shape), flat_index(last, out_shape), in);
+  Region box;
+  std::vector<int64_t> first = out.begin;  // first element of the current run
+  for (int64_t r = 0; r < runs; ++r) {
+    std::vector<int64_t> run_last = first;
+    for (size_t d = run_dim; d < rank; ++d) run_last[d] = last[d];
+    Region part = flat_range_box(flat_index(first, out_shape), flat_index(run_last, out_shape), in);
+    if (box.rank() == 0) {
+      box = part;
+    } else {
+      for (size_t d = 0; d < in.size(); ++d) {
+        box.begin[d] = std::min(box.begin[d], part.begin[d]);
+        box.end[d] = std::max(box.end[d], part.end[d]);
+      }
+    }
+    // Next run: odometer over dims [0, run_dim).
+    for (size_t d = run_dim; d-- > 0;) {
+      if (++first[d] < out.end[d]) break;
+      first[d] = out.begin[d];
+    }
+  }
+  return box;
+}
+
 }  // namespace
 
-std::vector<InputDependency> tile_dependencies(const Operator& op,
-                                               const std::vector<Shape>& in,
+std::vector<InputDependency> tile_dependencies(const Operator& op, const std::vector<Shape>& in,
                                                const Shape& output_shape, const Region& out) {
   if (!region_inside(out, output_shape) || out.empty())
     fail(op, "dependency: region " + region_to_string(out) + " is empty or outside the output " +
@@ -239,10 +281,7 @@ std::vector<InputDependency> tile_dependencies(const Operator& op,
       need_inputs(op, in, 1, 1);
       if (shape_numel(in[0]) != shape_numel(output_shape))
         fail(op, "dependency: element counts differ");
-      std::vector<int64_t> last(out.end);
-      for (auto& v : last) --v;
-      int64_t f0 = flat_index(out.begin, output_shape), f1 = flat_index(last, output_shape);
-      add(deps, 0, flat_range_box(f0, f1, in[0]), in[0]);
+      add(deps, 0, reshape_box(out, output_shape, in[0]), in[0]);
       break;
     }
     case OpType::Concat: {
@@ -285,7 +324,8 @@ std::vector<InputDependency> tile_dependencies(const Operator& op,
       }
       break;
     }
-    default: fail(op, "dependency: unsupported operator type");
+    default:
+      fail(op, "dependency: unsupported operator type");
   }
   return deps;
 }

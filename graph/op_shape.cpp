@@ -32,7 +32,8 @@ void check_shape(const Operator& op, const Shape& s, const std::string& what) {
 
 void check_input_count(const Operator& op, const std::vector<Shape>& in, size_t lo, size_t hi) {
   if (in.size() < lo || in.size() > hi) {
-    std::string want = lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
+    std::string want =
+        lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
     fail(op, "expects " + want + " inputs, got " + std::to_string(in.size()));
   }
   for (size_t i = 0; i < in.size(); ++i) check_shape(op, in[i], "input " + std::to_string(i));
@@ -76,7 +77,8 @@ std::vector<int64_t> spatial_output(const Operator& op, const Shape& x, bool cei
   for (size_t i = 0; i < kSpatial; ++i) {
     int64_t k = a.kernel_shape[i], s = a.strides[i], d = a.dilations[i];
     int64_t pb = a.pads[i], pe = a.pads[i + kSpatial];
-    if (k < 1 || k > kMaxDim) fail(op, "kernel_shape entries must be >= 1, got " + std::to_string(k));
+    if (k < 1 || k > kMaxDim)
+      fail(op, "kernel_shape entries must be >= 1, got " + std::to_string(k));
     if (s < 1 || s > kMaxDim) fail(op, "strides must be >= 1, got " + std::to_string(s));
     if (d < 1 || d > kMaxDim) fail(op, "dilations must be >= 1, got " + std::to_string(d));
     if (pb < 0 || pe < 0 || pb > kMaxDim || pe > kMaxDim)
@@ -173,8 +175,7 @@ Shape matmul_shape(const Operator& op, const std::vector<Shape>& in) {
   if (a_vec) a.insert(a.begin(), 1);
   if (b_vec) b.push_back(1);
   if (a.back() != b[b.size() - 2])
-    fail(op, "inner dimensions differ: " + shape_to_string(in[0]) + " x " +
-                 shape_to_string(in[1]));
+    fail(op, "inner dimensions differ: " + shape_to_string(in[0]) + " x " + shape_to_string(in[1]));
   Shape batch = broadcast_shapes(op, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
   Shape out = batch;
   if (!a_vec) out.push_back(a[a.size() - 2]);
@@ -232,8 +233,8 @@ Shape softmax_shape(const Operator& op, const std::vector<Shape>& in) {
   check_input_count(op, in, 1, 1);
   int64_t axis = op.attrs.axis;
   if (axis < 0 || axis >= static_cast<int64_t>(in[0].size()))
-    fail(op, "axis " + std::to_string(axis) + " out of range for rank " +
-                 std::to_string(in[0].size()));
+    fail(op,
+         "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(in[0].size()));
   return in[0];
 }
 
@@ -255,20 +256,23 @@ Shape batch_norm_shape(const Operator& op, const std::vector<Shape>& in) {
 Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes) {
   const auto& in = input_shapes;
   switch (op.type) {
-    case OpType::Conv: return conv_shape(op, in);
+    case OpType::Conv:
+      return conv_shape(op, in);
     case OpType::MaxPool:
-    case OpType::AveragePool: return pool_shape(op, in);
+    case OpType::AveragePool:
+      return pool_shape(op, in);
     case OpType::GlobalAveragePool: {
       check_input_count(op, in, 1, 1);
-      if (in[0].size() < 3)
-        fail(op, "input X must have rank >= 3, got " + shape_to_string(in[0]));
+      if (in[0].size() < 3) fail(op, "input X must have rank >= 3, got " + shape_to_string(in[0]));
       Shape out(in[0].size(), 1);
       out[0] = in[0][0];
       out[1] = in[0][1];
       return out;
     }
-    case OpType::Gemm: return gemm_shape(op, in);
-    case OpType::MatMul: return matmul_shape(op, in);
+    case OpType::Gemm:
+      return gemm_shape(op, in);
+    case OpType::MatMul:
+      return matmul_shape(op, in);
     case OpType::Relu:
     case OpType::Sigmoid:
     case OpType::Clip:
@@ -280,10 +284,14 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
       return broadcast_shapes(op, in[0], in[1]);
     }
     case OpType::Flatten:
-    case OpType::Reshape: return flatten_or_reshape_shape(op, in);
-    case OpType::Concat: return concat_shape(op, in);
-    case OpType::Softmax: return softmax_shape(op, in);
-    case OpType::BatchNormalization: return batch_norm_shape(op, in);
+    case OpType::Reshape:
+      return flatten_or_reshape_shape(op, in);
+    case OpType::Concat:
+      return concat_shape(op, in);
+    case OpType::Softmax:
+      return softmax_shape(op, in);
+    case OpType::BatchNormalization:
+      return batch_norm_shape(op, in);
   }
   fail(op, "unknown operator type " + std::to_string(static_cast<int>(op.type)));
 }

@@ -30,13 +30,19 @@ std::vector<Shape> input_shapes(const Graph& graph, const Operator& op) {
 int64_t op_work(const Operator& op, const std::vector<Shape>& in, const Shape& out) {
   int64_t n = shape_numel(out);
   switch (op.type) {
-    case OpType::Conv: return n * in[1][1] * in[1][2] * in[1][3];
+    case OpType::Conv:
+      return n * in[1][1] * in[1][2] * in[1][3];
     case OpType::MaxPool:
-    case OpType::AveragePool: return n * op.attrs.kernel_shape[0] * op.attrs.kernel_shape[1];
-    case OpType::GlobalAveragePool: return shape_numel(in[0]);
-    case OpType::Gemm: return n * (op.attrs.trans_a ? in[0][0] : in[0][1]);
-    case OpType::MatMul: return n * in[0].back();
-    default: return n;
+    case OpType::AveragePool:
+      return n * op.attrs.kernel_shape[0] * op.attrs.kernel_shape[1];
+    case OpType::GlobalAveragePool:
+      return shape_numel(in[0]);
+    case OpType::Gemm:
+      return n * (op.attrs.trans_a ? in[0][0] : in[0][1]);
+    case OpType::MatMul:
+      return n * in[0].back();
+    default:
+      return n;
   }
 }
 
@@ -54,7 +60,8 @@ std::vector<bool> splittable_dims(const Operator& op, const Shape& out) {
 
 std::vector<std::pair<int64_t, int64_t>> even_chunks(int64_t extent, int64_t parts) {
   std::vector<std::pair<int64_t, int64_t>> chunks;
-  for (int64_t i = 0; i < parts; ++i) chunks.emplace_back(i * extent / parts, (i + 1) * extent / parts);
+  for (int64_t i = 0; i < parts; ++i)
+    chunks.emplace_back(i * extent / parts, (i + 1) * extent / parts);
   return chunks;
 }
 
@@ -71,18 +78,19 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
   // kMinWorkPerTile work; --tiles overrides it.
   int64_t wanted = options.tiles;
   if (wanted <= 0) {
-    int64_t threads = options.threads > 0 ? options.threads
-                                          : std::max(1u, std::thread::hardware_concurrency());
+    int64_t threads =
+        options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
     wanted = std::clamp<int64_t>(op_work(op, in, out) / kMinWorkPerTile, 1, 2 * threads);
   }
 
   Region whole = Region::whole(out);
-  bool spatial = (op.type == OpType::Conv || op.type == OpType::MaxPool ||
-                  op.type == OpType::AveragePool) &&
-                 out.size() == 4;
+  // NCHW maps (conv/pool outputs, and elementwise/concat/BN ops on maps so
+  // that their tiles line up 1:1 with the producer's): every image is its
+  // own set of tiles; within one, runs of output rows across all channels.
+  bool conv_or_pool =
+      op.type == OpType::Conv || op.type == OpType::MaxPool || op.type == OpType::AveragePool;
+  bool spatial = out.size() == 4 && op.type != OpType::Softmax && (conv_or_pool || out[2] > 1);
   if (spatial) {
-    // NCHW: every image is its own set of tiles; within one, runs of output
-    // rows across all channels.
     int64_t images = out[0];
     int64_t per_image = std::clamp<int64_t>((wanted + images - 1) / images, 1, out[2]);
     std::vector<Region> tiles;
@@ -138,9 +146,10 @@ std::vector<TileNode> build_tile_nodes(const Graph& graph, const TilerOptions& o
       for (const InputDependency& dep : tile_dependencies(op, in, out, tile)) {
         int32_t p = producer[static_cast<size_t>(op.inputs[static_cast<size_t>(dep.operand)])];
         if (p < 0) continue;  // graph input or weight: in memory before any node runs
-        for (int32_t q = first_node[static_cast<size_t>(p)]; q < first_node[static_cast<size_t>(p) + 1];
-             ++q)
-          if (regions_overlap(dep.region, nodes[static_cast<size_t>(q)].region)) parents.push_back(q);
+        for (int32_t q = first_node[static_cast<size_t>(p)];
+             q < first_node[static_cast<size_t>(p) + 1]; ++q)
+          if (regions_overlap(dep.region, nodes[static_cast<size_t>(q)].region))
+            parents.push_back(q);
       }
       std::sort(parents.begin(), parents.end());
       parents.erase(std::unique(parents.begin(), parents.end()), parents.end());

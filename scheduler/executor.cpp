@@ -50,9 +50,9 @@ struct Executor::Impl {
   explicit Impl(int32_t threads) : pool(threads) {
     dses.reserve(static_cast<size_t>(threads));
     for (int32_t row = 0; row < threads; ++row) {
-      dses.emplace_back(pool, row,
-                        DseHooks{[this](int32_t count) { wake(count); },
-                                 [this] { finish_request(); }});
+      dses.emplace_back(
+          pool, row,
+          DseHooks{[this](int32_t count) { wake(count); }, [this] { finish_request(); }});
     }
     workers.reserve(static_cast<size_t>(threads));
     try {
@@ -149,9 +149,8 @@ struct Executor::Impl {
     // Spread the sources evenly over the rows (ASPEN §3.3), starting at a
     // round-robin row so that small requests do not all land on row 0.
     const int32_t rows = pool.rows();
-    const int32_t first_row =
-        static_cast<int32_t>(next_submit_row.fetch_add(1, std::memory_order_relaxed) %
-                             static_cast<uint32_t>(rows));
+    const int32_t first_row = static_cast<int32_t>(
+        next_submit_row.fetch_add(1, std::memory_order_relaxed) % static_cast<uint32_t>(rows));
     const int32_t chunks = std::min(rows, graph.source_count);
     std::vector<ReadyEntry> batch;
     // Reading the request between pushes is safe: it cannot complete before
@@ -186,8 +185,12 @@ Executor::Executor(const ExecutorOptions& options) {
 
 Executor::~Executor() = default;
 
-void Executor::submit(Request& request) { impl_->submit(request); }
+void Executor::submit(Request& request) {
+  impl_->submit(request);
+}
 
-int32_t Executor::thread_count() const { return impl_->pool.rows(); }
+int32_t Executor::thread_count() const {
+  return impl_->pool.rows();
+}
 
 }  // namespace tessera::scheduler

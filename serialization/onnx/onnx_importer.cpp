@@ -9,6 +9,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -71,7 +72,7 @@ std::vector<T> decode_raw(const std::string& raw, size_t count) {
   return out;
 }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 class Importer {
  public:
@@ -83,15 +84,17 @@ class Importer {
     name_nodes(g);
     reject_unsupported_ops(g);
     for (const auto& t : g.initializer()) {
-      auto c = constant_from_tensor(t, "initializer " + quoted(t.name()));
+      auto c = constant_from_tensor(t, "initializer " + in_quotes(t.name()));
       values_[t.name()] = Value{-1, c};
     }
     read_inputs(g);
-    run_shape_inference(model);
+    sort_nodes(*model.mutable_graph(), topological_order(g));
+    for (const auto& v : g.value_info()) declared_[v.name()] = &v.type();
+    for (const auto& v : g.output()) declared_[v.name()] = &v.type();
     for (const auto& n : g.node())
       for (const auto& in : n.input()) used_names_.insert(in);
     for (const auto& o : g.output()) used_names_.insert(o.name());
-    for (int index : topological_order(g)) import_node(g.node(index), node_names_[index]);
+    for (int i = 0; i < g.node_size(); ++i) import_node(g.node(i), node_names_[i]);
     read_outputs(g);
     return std::move(graph_);
   }
@@ -103,7 +106,7 @@ class Importer {
 
   [[noreturn]] void fail_node(const onnx::NodeProto& node, const std::string& name,
                               const std::string& message) const {
-    fail("node " + quoted(name) + " (op " + quoted(node.op_type()) + ", opset " +
+    fail("node " + in_quotes(name) + " (op " + in_quotes(node.op_type()) + ", opset " +
          std::to_string(opset_) + "): " + message);
   }
 
@@ -151,7 +154,7 @@ class Importer {
       const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
       if (!default_domain || !is_supported_op(n.op_type())) {
         std::string op = default_domain ? n.op_type() : n.domain() + "." + n.op_type();
-        fail("node " + quoted(node_names_[i]) + " (op " + quoted(op) + ", opset " +
+        fail("node " + in_quotes(node_names_[i]) + " (op " + in_quotes(op) + ", opset " +
              std::to_string(opset_) + ") is not supported by Tessera");
       }
     }
@@ -207,10 +210,20 @@ class Importer {
           c->ints.assign(t.int32_data().begin(), t.int32_data().end());
         }
         break;
+      case onnx::TensorProto::BOOL:
+        c->dtype = DType::Int64;  // only ever read as a flag (Dropout's training_mode)
+        if (raw) {
+          check_count(t.raw_data().size());
+          for (char b : t.raw_data()) c->ints.push_back(b != 0);
+        } else {
+          check_count(static_cast<size_t>(t.int32_data_size()));
+          c->ints.assign(t.int32_data().begin(), t.int32_data().end());
+        }
+        break;
       default:
         fail(what + " has type " +
              onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t.data_type())) +
-             "; Tessera supports float32 tensors (and int64 only for constant shapes)");
+             "; Tessera supports float32 tensors (and int64/bool only as constant operands)");
     }
     return c;
   }
@@ -218,7 +231,7 @@ class Importer {
   void read_inputs(const onnx::GraphProto& g) {
     for (const auto& in : g.input()) {
       if (values_.count(in.name())) continue;  // an initializer: a weight, not an input
-      const std::string what = "input " + quoted(in.name());
+      const std::string what = "input " + in_quotes(in.name());
       if (!in.type().has_tensor_type()) fail(what + " is not a tensor");
       const auto& tt = in.type().tensor_type();
       if (tt.elem_type() != onnx::TensorProto::FLOAT)
@@ -231,7 +244,7 @@ class Importer {
         if (d.has_dim_value() && d.dim_value() >= 0) {
           shape.push_back(d.dim_value());
         } else if (d.has_dim_param() && !d.dim_param().empty()) {
-          fail(what + " has symbolic dimension " + quoted(d.dim_param()) + " at axis " +
+          fail(what + " has symbolic dimension " + in_quotes(d.dim_param()) + " at axis " +
                std::to_string(i) + "; Tessera needs static shapes");
         } else {
           fail(what + " has an unknown dimension at axis " + std::to_string(i) +
@@ -247,20 +260,6 @@ class Importer {
   static std::string type_name(int32_t elem_type) {
     if (!onnx::TensorProto_DataType_IsValid(elem_type)) return "unknown";
     return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elem_type));
-  }
-
-  void run_shape_inference(onnx::ModelProto& model) {
-    try {
-      // error_mode 1: a node ONNX itself finds inconsistent is an error.
-      onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/1,
-                                          /*enable_data_propagation=*/false);
-      onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
-    } catch (const std::exception& e) {
-      fail(std::string("ONNX shape inference failed: ") + e.what());
-    }
-    const auto& g = model.graph();
-    for (const auto& v : g.value_info()) inferred_[v.name()] = &v.type();
-    for (const auto& v : g.output()) inferred_[v.name()] = &v.type();
   }
 
   // Kahn's algorithm, always taking the earliest ready node, so a sorted
@@ -279,7 +278,7 @@ class Importer {
         auto p = producer.find(in);
         if (p == producer.end())
           fail_node(g.node(i), node_names_[i],
-                    "reads " + quoted(in) + ", which no node, graph input or initializer produces");
+                    "reads " + in_quotes(in) + ", which no node, graph input or initializer produces");
         ++missing[i];
         consumers[p->second].push_back(i);
       }
@@ -302,11 +301,22 @@ class Importer {
     return order;
   }
 
+  void sort_nodes(onnx::GraphProto& g, const std::vector<int>& order) {
+    std::vector<onnx::NodeProto> nodes(g.node().begin(), g.node().end());
+    std::vector<std::string> names;
+    g.clear_node();
+    for (int i : order) {
+      *g.add_node() = std::move(nodes[i]);
+      names.push_back(std::move(node_names_[i]));
+    }
+    node_names_ = std::move(names);
+  }
+
   void read_outputs(const onnx::GraphProto& g) {
     std::unordered_set<std::string> output_names;
     for (const auto& o : g.output()) output_names.insert(o.name());
     for (const auto& o : g.output()) {
-      const std::string what = "graph output " + quoted(o.name());
+      const std::string what = "graph output " + in_quotes(o.name());
       auto it = values_.find(o.name());
       if (it == values_.end()) fail(what + " is not produced by any node");
       const Value& v = it->second;
@@ -314,7 +324,7 @@ class Importer {
         fail(what + " is a constant (an initializer or computed from constants only); " +
              "Tessera needs outputs computed from the graph inputs");
       if (std::find(graph_.inputs.begin(), graph_.inputs.end(), v.tensor) != graph_.inputs.end())
-        fail(what + " is the graph input " + quoted(graph_.tensors[v.tensor].name) +
+        fail(what + " is the graph input " + in_quotes(graph_.tensors[v.tensor].name) +
              " itself; Tessera needs at least one operator between them");
       if (std::find(graph_.outputs.begin(), graph_.outputs.end(), v.tensor) != graph_.outputs.end())
         fail(what + " is the same tensor as another graph output; Tessera needs distinct outputs");
@@ -322,7 +332,7 @@ class Importer {
       if (tensor.name != o.name()) {
         // Reached through Identity/Dropout: the tensor takes the output's name.
         if (output_names.count(tensor.name))
-          fail(what + " is the same tensor as graph output " + quoted(tensor.name) +
+          fail(what + " is the same tensor as graph output " + in_quotes(tensor.name) +
                "; Tessera needs distinct outputs");
         tensor.name = o.name();
       }
@@ -353,7 +363,7 @@ class Importer {
     if (c.dtype != DType::Float32)
       fail_node(node, name,
                 "reads the " + std::string(graph::dtype_name(c.dtype)) + " constant " +
-                    quoted(c.name) + " as data; Tessera computes in float32");
+                    in_quotes(c.name) + " as data; Tessera computes in float32");
     if (c.tensor < 0) {
       c.tensor = add_tensor(c.name, c.shape);
       auto& t = graph_.tensors[c.tensor];
@@ -398,7 +408,7 @@ class Importer {
   void check_attr_type(const onnx::NodeProto& node, const std::string& name,
                        const onnx::AttributeProto& a, onnx::AttributeProto::AttributeType t) const {
     if (a.type() != t && a.type() != onnx::AttributeProto::UNDEFINED)
-      fail_node(node, name, "attribute " + quoted(a.name()) + " has the wrong type");
+      fail_node(node, name, "attribute " + in_quotes(a.name()) + " has the wrong type");
   }
 
   int64_t attr_int(const onnx::NodeProto& node, const std::string& name, const std::string& key,
@@ -439,10 +449,10 @@ class Importer {
     auto v = attr_ints(node, name, key, std::move(fallback));
     if (v.size() != 2)
       fail_node(node, name,
-                "attribute " + quoted(key) + " has " + std::to_string(v.size()) +
+                "attribute " + in_quotes(key) + " has " + std::to_string(v.size()) +
                     " values; Tessera supports 2-D (2 values) only");
     for (int64_t x : v)
-      if (x <= 0) fail_node(node, name, "attribute " + quoted(key) + " must be positive");
+      if (x <= 0) fail_node(node, name, "attribute " + in_quotes(key) + " must be positive");
     return v;
   }
 
@@ -464,11 +474,11 @@ class Importer {
     if (auto_pad == "NOTSET") return pads;
     const bool explicit_pads = std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p; });
     if (explicit_pads)
-      fail_node(node, name, "attributes 'pads' and auto_pad " + quoted(auto_pad) +
+      fail_node(node, name, "attributes 'pads' and auto_pad " + in_quotes(auto_pad) +
                                 " cannot be used together");
     if (auto_pad == "VALID") return {0, 0, 0, 0};
     if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
-      fail_node(node, name, "attribute auto_pad = " + quoted(auto_pad) + " is not supported");
+      fail_node(node, name, "attribute auto_pad = " + in_quotes(auto_pad) + " is not supported");
     std::vector<int64_t> out(4, 0);
     for (size_t d = 0; d < 2; ++d) {
       const int64_t in = input[2 + d];
@@ -488,7 +498,7 @@ class Importer {
     const Value& v = input(node, name, i);
     if (!v.constant)
       fail_node(node, name,
-                what + " (input " + quoted(node.input(i)) +
+                what + " (input " + in_quotes(node.input(i)) +
                     ") must be a constant (an initializer or Constant node)");
     const Constant& c = *v.constant;
     if (graph::shape_numel(c.shape) != 1)
@@ -641,7 +651,7 @@ class Importer {
     const Value& sv = input(node, name, 1);
     if (!sv.constant || sv.constant->dtype != DType::Int64)
       fail_node(node, name,
-                "the shape input " + quoted(node.input(1)) +
+                "the shape input " + in_quotes(node.input(1)) +
                     " must be an int64 constant (an initializer or Constant node)");
     if (sv.constant->shape.size() != 1) fail_node(node, name, "the shape input must be 1-D");
     const bool allow_zero = attr_int(node, name, "allowzero", 0) != 0;
@@ -705,7 +715,7 @@ class Importer {
     auto c = std::make_shared<Constant>();
     if (a.name() == "value") {
       check_attr_type(node, name, a, onnx::AttributeProto::TENSOR);
-      c = constant_from_tensor(a.t(), "node " + quoted(name) + " (op 'Constant') value");
+      c = constant_from_tensor(a.t(), "node " + in_quotes(name) + " (op 'Constant') value");
     } else if (a.name() == "value_float") {
       check_attr_type(node, name, a, onnx::AttributeProto::FLOAT);
       c->floats = {a.f()};
@@ -723,33 +733,95 @@ class Importer {
       c->ints.assign(a.ints().begin(), a.ints().end());
       c->shape = {a.ints_size()};
     } else {
-      fail_node(node, name, "attribute " + quoted(a.name()) + " is not supported");
+      fail_node(node, name, "attribute " + in_quotes(a.name()) + " is not supported");
     }
     c->name = node.output(0);
     c->tensor = -1;
     values_[node.output(0)] = Value{-1, c};
   }
 
-  void cross_check(const onnx::NodeProto& node, const std::string& name, const Shape& ours) const {
-    auto it = inferred_.find(node.output(0));
-    if (it == inferred_.end() || !it->second->has_tensor_type()) return;
+  // The output shape the file declares (value_info or graph output), where
+  // it declares one, must be ours.
+  void check_declared(const onnx::NodeProto& node, const std::string& name,
+                      const Shape& ours) const {
+    auto it = declared_.find(node.output(0));
+    if (it == declared_.end() || !it->second->has_tensor_type()) return;
     const auto& tt = it->second->tensor_type();
     if (tt.elem_type() != 0 && tt.elem_type() != onnx::TensorProto::FLOAT)
       fail_node(node, name,
-                "output " + quoted(node.output(0)) + " has type " + type_name(tt.elem_type()) +
-                    "; Tessera needs float32 activations");
-    if (!tt.has_shape()) return;
-    bool same = tt.shape().dim_size() == static_cast<int>(ours.size());
-    std::string theirs = "[";
-    for (int i = 0; i < tt.shape().dim_size(); ++i) {
-      const auto& d = tt.shape().dim(i);
-      theirs += (i ? "," : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : "?");
-      if (same && d.has_dim_value() && d.dim_value() != ours[i]) same = false;
-    }
-    if (!same)
+                "output " + in_quotes(node.output(0)) + " is declared " +
+                    type_name(tt.elem_type()) + "; Tessera needs float32 activations");
+    if (tt.has_shape() && !same_shape(tt.shape(), ours))
       fail_node(node, name,
                 "Tessera computes output shape " + graph::shape_to_string(ours) +
-                    " but ONNX shape inference says " + theirs + "]");
+                    " but the model declares " + shape_text(tt.shape()));
+  }
+
+  static bool same_shape(const onnx::TensorShapeProto& theirs, const Shape& ours) {
+    if (theirs.dim_size() != static_cast<int>(ours.size())) return false;
+    for (int i = 0; i < theirs.dim_size(); ++i)
+      if (theirs.dim(i).has_dim_value() && theirs.dim(i).dim_value() != ours[i]) return false;
+    return true;
+  }
+
+  static std::string shape_text(const onnx::TensorShapeProto& shape) {
+    std::string text = "[";
+    for (int i = 0; i < shape.dim_size(); ++i) {
+      if (i) text += ",";
+      const auto& d = shape.dim(i);
+      text += d.has_dim_value() ? std::to_string(d.dim_value()) : std::string("?");
+    }
+    return text + "]";
+  }
+
+  // ONNX's own shape inference for this node, fed the input shapes we know,
+  // must agree with graph::infer_output_shape. Per node rather than over the
+  // whole model so that a libonnx 1.12 quirk on one node does not spread to
+  // every node after it.
+  void check_onnx_inference(const onnx::NodeProto& node, const std::string& name,
+                            const graph::Operator& o, const Shape& ours) const {
+    // libonnx 1.12 predates ONNX's ceil_mode rule that drops a last window
+    // starting in the right padding (graph/op_shape.cpp follows the rule).
+    if ((o.type == OpType::MaxPool || o.type == OpType::AveragePool) && o.attrs.ceil_mode) return;
+    const auto* schema =
+        onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
+    if (!schema || !schema->has_type_and_shape_inference_function()) return;
+    std::vector<onnx::TypeProto> types(node.input_size());
+    std::vector<onnx::TensorProto> data;
+    data.reserve(node.input_size());  // data_by_name points into it
+    std::unordered_map<std::string, onnx::TypeProto*> types_by_name;
+    std::unordered_map<std::string, const onnx::TensorProto*> data_by_name;
+    for (int i = 0; i < node.input_size(); ++i) {
+      if (!has_input(node, i)) continue;
+      const Value& v = values_.at(node.input(i));
+      const bool is_int = v.constant && v.constant->dtype == DType::Int64;
+      auto* tt = types[i].mutable_tensor_type();
+      tt->set_elem_type(is_int ? onnx::TensorProto::INT64 : onnx::TensorProto::FLOAT);
+      auto* shape = tt->mutable_shape();
+      for (int64_t d : shape_of(v)) shape->add_dim()->set_dim_value(d);
+      types_by_name[node.input(i)] = &types[i];
+      if (is_int) {  // Reshape's shape: ONNX needs the values
+        onnx::TensorProto& t = data.emplace_back();
+        t.set_data_type(onnx::TensorProto::INT64);
+        for (int64_t d : v.constant->shape) t.add_dims(d);
+        for (int64_t x : v.constant->ints) t.add_int64_data(x);
+        data_by_name[node.input(i)] = &t;
+      }
+    }
+    onnx::NodeProto node_copy = node;
+    onnx::shape_inference::InferenceContextImpl context(node_copy, types_by_name, data_by_name,
+                                                        {});
+    try {
+      schema->GetTypeAndShapeInferenceFunction()(context);
+    } catch (const std::exception& e) {
+      fail_node(node, name, std::string("ONNX shape inference failed: ") + e.what());
+    }
+    const onnx::TypeProto* out = context.getOutputType(0);
+    if (!out || !out->has_tensor_type() || !out->tensor_type().has_shape()) return;
+    if (!same_shape(out->tensor_type().shape(), ours))
+      fail_node(node, name,
+                "Tessera computes output shape " + graph::shape_to_string(ours) +
+                    " but ONNX shape inference says " + shape_text(out->tensor_type().shape()));
   }
 
   void emit(const onnx::NodeProto& node, const std::string& name, graph::Operator o,
@@ -761,7 +833,7 @@ class Importer {
       const Value& v = input(node, name, i);
       if (v.constant && v.constant->dtype != DType::Float32)
         fail_node(node, name,
-                  "reads the int64 constant " + quoted(node.input(i)) +
+                  "reads the int64 constant " + in_quotes(node.input(i)) +
                       " as data; Tessera computes in float32");
       ins.push_back(&v);
       shapes.push_back(shape_of(v));
@@ -773,7 +845,8 @@ class Importer {
     } catch (const Error& e) {
       fail_node(node, name, e.what());
     }
-    cross_check(node, name, out);
+    check_onnx_inference(node, name, o, out);
+    check_declared(node, name, out);
     const std::string& out_name = node.output(0);
     if (all_constant) {
       values_[out_name] = Value{-1, fold(node, name, o, ins, out)};
@@ -819,7 +892,7 @@ class Importer {
   graph::Graph graph_;
   std::vector<std::string> node_names_;
   std::unordered_map<std::string, Value> values_;
-  std::unordered_map<std::string, const onnx::TypeProto*> inferred_;
+  std::unordered_map<std::string, const onnx::TypeProto*> declared_;
   std::unordered_set<std::string> used_names_;
 };
 
@@ -833,9 +906,17 @@ graph::Graph import_onnx_bytes(const void* data, size_t size, const std::string&
 }
 
 graph::Graph import_onnx_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(path + ": cannot read the file (it is a directory)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open the file (" + std::strerror(errno) + ")");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::exception& e) {
+    throw Error(path + ": cannot read the file (" + one_line(e.what()) + ")");
+  }
   if (in.bad()) throw Error(path + ": cannot read the file");
   return import_onnx_bytes(bytes.data(), bytes.size(), path);
 }

@@ -104,8 +104,8 @@ class TessLoader {
     auto storage = std::make_shared<TessStorage>();
     storage->image = std::move(image);
     read_tensors(*storage);
-    read_operators();
     read_model_io();
+    read_operators();
     read_nodes();
     check_tiles_cover_outputs();
     graph_.options.tiles = model_.options() ? model_.options()->tiles() : 0;
@@ -246,9 +246,7 @@ class TessLoader {
     // no tensor has two writers.
     std::vector<int64_t> writer(graph_.tensors.size(), -1);
     std::vector<char> is_model_input(graph_.tensors.size(), 0);
-    if (const auto* inputs = model_.inputs())
-      for (int32_t t : *inputs)
-        if (t >= 0 && static_cast<size_t>(t) < is_model_input.size()) is_model_input[t] = 1;
+    for (int32_t t : graph_.inputs) is_model_input[t] = 1;  // indices checked already
 
     for (size_t o = 0; o < count; ++o) {
       const fb::Operator* fo = ops->Get(static_cast<flatbuffers::uoffset_t>(o));
@@ -457,6 +455,10 @@ class TessLoader {
   graph::TileGraph graph_;
 };
 
+[[noreturn]] void fail_at(const std::string& origin, const std::string& what) {
+  throw Error(origin + ": " + what);
+}
+
 // 64-byte aligned heap copy of a file image, for callers whose bytes are not
 // aligned enough for FlatBuffers' scalar reads.
 std::shared_ptr<const void> aligned_copy(const uint8_t* data, size_t size) {
@@ -472,7 +474,7 @@ std::shared_ptr<const void> aligned_copy(const uint8_t* data, size_t size) {
 
 graph::TileGraph read_tess_bytes(std::shared_ptr<const void> owner, const uint8_t* data,
                                  size_t size, const std::string& origin) {
-  auto fail = [&](const std::string& what) -> void { throw Error(origin + ": " + what); };
+  auto fail = [&](const std::string& what) { fail_at(origin, what); };
   if (size == 0 || data == nullptr) fail("file is empty");
   if (size < flatbuffers::kFileIdentifierLength + sizeof(flatbuffers::uoffset_t))
     fail("not a Tessera graph file (only " + std::to_string(size) + " bytes)");
@@ -499,7 +501,7 @@ graph::TileGraph read_tess_bytes(std::shared_ptr<const void> owner, const uint8_
 }
 
 graph::TileGraph read_tess_file(const std::string& path) {
-  auto fail = [&](const std::string& what) -> void { throw Error(path + ": " + what); };
+  auto fail = [&](const std::string& what) { fail_at(path, what); };
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(std::string("cannot open the file (") + std::strerror(errno) + ")");
   struct stat st {};

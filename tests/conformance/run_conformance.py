@@ -199,7 +199,7 @@ def check_case(files: CaseFiles, results: list[dict]) -> tuple[list[str], float]
                                  ref.shape) if ref.ndim else ()
           problems.append(f"{where} output={name!r}: max abs error {err:.3g} > tolerance "
                           f"{tol:.3g} (first worst at index {tuple(int(i) for i in idx)}: "
-                          f"got {value[idx]!r}, reference {ref[idx]!r})")
+                          f"got {float(value[idx])!r}, reference {float(ref[idx])!r})")
       if len(problems) != n_before:
         problems[-1] += f"\n      repro: {result['compile_cmd']} && {run['cmd']}"
       by_threads[threads] = outputs

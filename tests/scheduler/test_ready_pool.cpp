@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -23,7 +24,7 @@ using tessera::scheduler::ReadyPool;
 using tessera::scheduler::Request;
 
 #if defined(__SANITIZE_THREAD__)
-constexpr double kDefaultScale = 0.1;
+constexpr double kDefaultScale = 0.3;
 #else
 constexpr double kDefaultScale = 1.0;
 #endif
@@ -210,8 +211,7 @@ TEST_CASE("concurrent producers and consumers: every entry popped exactly once")
         const int32_t row = c % config.rows;
         std::vector<int32_t>& mine = popped[static_cast<size_t>(c)];
         while (true) {
-          const bool finished =
-              producers_done.load(std::memory_order_acquire) == config.producers;
+          const bool finished = producers_done.load(std::memory_order_acquire) == config.producers;
           auto entry = pool.pop(row);
           if (!entry) {
             if (finished) break;  // nothing left and nothing more will come

@@ -1,0 +1,194 @@
+// compile_graph: checks → BN folding → dead-code removal → tiler (APU,
+// ASPEN §3.1) → memory plan → TileGraph.
+#include "graph/compiler.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include "graph/error.hpp"
+#include "graph/fold_batch_norm.hpp"
+#include "graph/memory_plan.hpp"
+#include "graph/op_shape.hpp"
+#include "graph/tiler.hpp"
+
+namespace tessera::graph {
+namespace {
+
+std::string tensor_label(const Graph& g, int32_t t) {
+  return "tensor " + std::to_string(t) + " '" + g.tensors[static_cast<size_t>(t)].name + "'";
+}
+
+// Keeps only the ops whose output reaches a graph output, and the tensors
+// they, the graph inputs and the graph outputs use; renumbers tensors.
+Graph remove_dead(Graph graph) {
+  std::vector<bool> needed(graph.tensors.size(), false);
+  for (int32_t t : graph.outputs) needed[static_cast<size_t>(t)] = true;
+  std::vector<bool> live_op(graph.ops.size(), false);
+  for (size_t i = graph.ops.size(); i-- > 0;) {
+    const Operator& op = graph.ops[i];
+    if (!needed[static_cast<size_t>(op.outputs[0])]) continue;
+    live_op[i] = true;
+    for (int32_t t : op.inputs) needed[static_cast<size_t>(t)] = true;
+  }
+  for (int32_t t : graph.inputs) needed[static_cast<size_t>(t)] = true;
+
+  std::vector<int32_t> remap(graph.tensors.size(), -1);
+  Graph out;
+  out.opset = graph.opset;
+  for (size_t t = 0; t < graph.tensors.size(); ++t) {
+    if (!needed[t]) continue;
+    remap[t] = static_cast<int32_t>(out.tensors.size());
+    out.tensors.push_back(std::move(graph.tensors[t]));
+  }
+  auto map_all = [&](std::vector<int32_t>& v) {
+    for (int32_t& t : v) t = remap[static_cast<size_t>(t)];
+  };
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    if (!live_op[i]) continue;
+    Operator op = std::move(graph.ops[i]);
+    map_all(op.inputs);
+    map_all(op.outputs);
+    out.ops.push_back(std::move(op));
+  }
+  out.inputs = graph.inputs;
+  out.outputs = graph.outputs;
+  map_all(out.inputs);
+  map_all(out.outputs);
+  return out;
+}
+
+// Owns the weight data that CompiledTensor::weight spans point into.
+struct WeightStore {
+  std::vector<std::vector<float>> arrays;
+};
+
+}  // namespace
+
+void check_graph(const Graph& graph) {
+  const size_t n = graph.tensors.size();
+  auto check_index = [&](int32_t t, const std::string& where) {
+    if (t < 0 || static_cast<size_t>(t) >= n)
+      throw Error(where + ": tensor index " + std::to_string(t) + " out of range (" +
+                  std::to_string(n) + " tensors)");
+  };
+  for (size_t t = 0; t < n; ++t) {
+    const TensorInfo& info = graph.tensors[t];
+    if (!info.is_weight) continue;
+    if (info.dtype != DType::Float32)
+      throw Error(tensor_label(graph, static_cast<int32_t>(t)) + ": weights must be float32");
+    for (int64_t d : info.shape)
+      if (d < 0) throw Error(tensor_label(graph, static_cast<int32_t>(t)) + ": negative dimension");
+    if (static_cast<int64_t>(info.weight.size()) != shape_numel(info.shape))
+      throw Error(tensor_label(graph, static_cast<int32_t>(t)) + ": has " +
+                  std::to_string(info.weight.size()) + " values for shape " +
+                  shape_to_string(info.shape));
+  }
+  std::vector<bool> available(n, false);
+  for (int32_t t : graph.inputs) {
+    check_index(t, "graph input");
+    const TensorInfo& info = graph.tensors[static_cast<size_t>(t)];
+    if (info.is_weight || available[static_cast<size_t>(t)])
+      throw Error("graph input " + tensor_label(graph, t) + " is a weight or listed twice");
+    if (info.dtype != DType::Float32)
+      throw Error("graph input " + tensor_label(graph, t) + " must be float32");
+    for (int64_t d : info.shape)
+      if (d < 1) throw Error("graph input " + tensor_label(graph, t) + " has a dimension < 1");
+    available[static_cast<size_t>(t)] = true;
+  }
+  for (size_t t = 0; t < n; ++t)
+    if (graph.tensors[t].is_weight) available[t] = true;
+  for (const Operator& op : graph.ops) {
+    std::string where = std::string(op_type_name(op.type)) + " '" + op.name + "'";
+    if (static_cast<uint16_t>(op.type) > static_cast<uint16_t>(kLastOpType))
+      throw Error(where + ": unknown operator type");
+    if (op.outputs.size() != 1) throw Error(where + ": must have exactly one output");
+    std::vector<Shape> shapes;
+    for (int32_t t : op.inputs) {
+      check_index(t, where);
+      if (!available[static_cast<size_t>(t)])
+        throw Error(where + ": input " + tensor_label(graph, t) +
+                    " is not a graph input, a weight or the output of an earlier op");
+      shapes.push_back(graph.tensors[static_cast<size_t>(t)].shape);
+    }
+    int32_t o = op.outputs[0];
+    check_index(o, where);
+    const TensorInfo& out = graph.tensors[static_cast<size_t>(o)];
+    if (available[static_cast<size_t>(o)])
+      throw Error(where + ": output " + tensor_label(graph, o) +
+                  " is already a graph input, a weight or another op's output");
+    if (out.dtype != DType::Float32) throw Error(where + ": output must be float32");
+    Shape inferred = infer_output_shape(op, shapes);
+    if (inferred != out.shape)
+      throw Error(where + ": output " + tensor_label(graph, o) + " has shape " +
+                  shape_to_string(out.shape) + " but the op produces " + shape_to_string(inferred));
+    available[static_cast<size_t>(o)] = true;
+  }
+  if (graph.outputs.empty()) throw Error("the graph has no outputs");
+  for (int32_t t : graph.outputs) {
+    check_index(t, "graph output");
+    if (!available[static_cast<size_t>(t)] || graph.tensors[static_cast<size_t>(t)].is_weight)
+      throw Error("graph output " + tensor_label(graph, t) + " is not computed by the graph");
+  }
+}
+
+TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileReport* report) {
+  check_graph(graph);
+  std::vector<FoldedBatchNorm> folds = fold_batch_norms(graph);
+  graph = remove_dead(std::move(graph));
+  std::vector<TileNode> nodes =
+      build_tile_nodes(graph, TilerOptions{.tiles = options.tiles, .threads = options.threads});
+  MemoryPlan plan = plan_memory(graph, nodes);
+
+  TileGraph tg;
+  auto store = std::make_shared<WeightStore>();
+  uint64_t weight_bytes = 0;
+  for (size_t t = 0; t < graph.tensors.size(); ++t) {
+    TensorInfo& info = graph.tensors[t];
+    CompiledTensor ct;
+    ct.name = info.name;
+    ct.shape = info.shape;
+    ct.dtype = info.dtype;
+    if (info.is_weight) {
+      ct.storage = TensorStorage::Weight;
+      store->arrays.push_back(std::move(info.weight));
+      // The inner vector's buffer does not move when `arrays` grows.
+      ct.weight = std::span<const float>(store->arrays.back());
+      weight_bytes += store->arrays.back().size() * sizeof(float);
+    } else {
+      ct.storage = TensorStorage::Arena;
+      ct.arena_offset = plan.offsets[t];
+    }
+    tg.tensors.push_back(std::move(ct));
+  }
+  tg.storage = store;
+  tg.inputs = graph.inputs;
+  tg.outputs = graph.outputs;
+  tg.arena_bytes = plan.arena_bytes;
+  tg.options = options;
+
+  if (report) {
+    *report = CompileReport{};
+    std::vector<int32_t> tiles(graph.ops.size(), 0);
+    for (const TileNode& node : nodes) ++tiles[static_cast<size_t>(node.op)];
+    for (size_t i = 0; i < graph.ops.size(); ++i) {
+      const Operator& op = graph.ops[i];
+      OpReport r{op.name, op.type, op.kernel, tiles[i], ""};
+      for (const FoldedBatchNorm& f : folds)
+        if (f.conv == op.name) r.note = "BatchNormalization '" + f.batch_norm + "' folded in";
+      report->ops.push_back(std::move(r));
+    }
+    report->nodes = static_cast<int64_t>(nodes.size());
+    for (const TileNode& node : nodes) report->edges += static_cast<int64_t>(node.children.size());
+    report->arena_bytes = plan.arena_bytes;
+    report->arena_bytes_without_reuse = plan.bytes_without_reuse;
+    report->weight_bytes = weight_bytes;
+    for (const FoldedBatchNorm& f : folds)
+      report->notes.push_back("BatchNormalization '" + f.batch_norm + "' folded into Conv '" +
+                              f.conv + "'");
+  }
+  tg.ops = std::move(graph.ops);
+  tg.nodes = std::move(nodes);
+  return tg;
+}
+
+}  // namespace tessera::graph

@@ -1,0 +1,160 @@
+// Tiler: tiles partition each output, numbering is topological, edges are
+// exactly the overlaps of dependency boxes with producer tiles and include
+// every element-level read, depths and parent counts are consistent.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "brute_force_reads.hpp"
+#include "graph/dependency.hpp"
+#include "graph/error.hpp"
+#include "graph/tiler.hpp"
+#include "random_graphs.hpp"
+
+using namespace tessera::graph;
+using namespace tessera::graph::test;
+
+namespace {
+
+std::vector<Shape> shapes_of(const Graph& g, const Operator& op) {
+  std::vector<Shape> s;
+  for (int32_t t : op.inputs) s.push_back(g.tensors[static_cast<size_t>(t)].shape);
+  return s;
+}
+
+void check_tile_graph(const Graph& g, const std::vector<TileNode>& nodes) {
+  std::vector<int32_t> producer(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    producer[static_cast<size_t>(g.ops[i].outputs[0])] = static_cast<int32_t>(i);
+  std::vector<std::vector<int32_t>> op_nodes(g.ops.size());
+  std::vector<std::set<int32_t>> parents(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    op_nodes[static_cast<size_t>(nodes[n].op)].push_back(static_cast<int32_t>(n));
+    if (n > 0) CHECK(nodes[n].op >= nodes[n - 1].op);  // op order, then tile order
+    std::set<int32_t> seen;
+    for (int32_t c : nodes[n].children) {
+      CHECK(c > static_cast<int32_t>(n));  // topological numbering
+      CHECK_MESSAGE(seen.insert(c).second, "duplicate edge");
+      parents[static_cast<size_t>(c)].insert(static_cast<int32_t>(n));
+    }
+  }
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    CHECK(nodes[n].parent_count == static_cast<int32_t>(parents[n].size()));
+    int32_t depth = 0;
+    for (int32_t p : parents[n]) depth = std::max(depth, nodes[static_cast<size_t>(p)].depth + 1);
+    CHECK(nodes[n].depth == depth);
+  }
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Operator& op = g.ops[i];
+    const Shape& out = g.tensors[static_cast<size_t>(op.outputs[0])].shape;
+    // Tiles partition the output.
+    REQUIRE(!op_nodes[i].empty());
+    int64_t total = 0;
+    for (int32_t a : op_nodes[i]) {
+      const Region& ra = nodes[static_cast<size_t>(a)].region;
+      CHECK(region_inside(ra, out));
+      CHECK(!ra.empty());
+      total += ra.numel();
+      for (int32_t b : op_nodes[i])
+        if (a < b) CHECK(!regions_overlap(ra, nodes[static_cast<size_t>(b)].region));
+      if (op.type == OpType::Conv) {  // column tiles: all channels of a run of rows
+        CHECK(ra.begin[1] == 0);
+        CHECK(ra.end[1] == out[1]);
+      }
+      if (op.type == OpType::Softmax)
+        CHECK(ra.extent(static_cast<size_t>(op.attrs.axis)) ==
+              out[static_cast<size_t>(op.attrs.axis)]);
+    }
+    CHECK(total == shape_numel(out));
+    auto in = shapes_of(g, op);
+    for (int32_t b : op_nodes[i]) {
+      const TileNode& nb = nodes[static_cast<size_t>(b)];
+      // Expected parents from the dependency boxes.
+      std::set<int32_t> expected;
+      for (const auto& dep : tile_dependencies(op, in, out, nb.region)) {
+        int32_t p = producer[static_cast<size_t>(op.inputs[static_cast<size_t>(dep.operand)])];
+        if (p < 0) continue;
+        for (int32_t a : op_nodes[static_cast<size_t>(p)])
+          if (regions_overlap(dep.region, nodes[static_cast<size_t>(a)].region)) expected.insert(a);
+      }
+      CHECK(expected == parents[static_cast<size_t>(b)]);
+      // Every element actually read from a produced tensor comes from a parent.
+      for_each_coord(nb.region, [&](const Coord& o) {
+        brute_force_reads(op, in, o, [&](int32_t operand, const Coord& at) {
+          int32_t p = producer[static_cast<size_t>(op.inputs[static_cast<size_t>(operand)])];
+          if (p < 0) return;
+          Region point{at, at};
+          for (auto& e : point.end) ++e;
+          for (int32_t a : op_nodes[static_cast<size_t>(p)])
+            if (regions_overlap(point, nodes[static_cast<size_t>(a)].region))
+              CHECK_MESSAGE(parents[static_cast<size_t>(b)].count(a), "missing edge ", a, "->", b);
+        });
+      });
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tiler: random graphs give exact, consistent tile graphs") {
+  for (uint32_t seed = 1; seed <= 120; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    Graph g = seed % 3 == 0 ? random_matrix_graph(rng) : random_cnn(rng);
+    TilerOptions options;
+    options.tiles = static_cast<int32_t>(std::vector<int64_t>{0, 1, 2, 3, 5, 7}[seed % 6]);
+    options.threads = static_cast<int32_t>(seed % 4 + 1);
+    auto nodes = build_tile_nodes(g, options);
+    check_tile_graph(g, nodes);
+  }
+}
+
+TEST_CASE("tiler: tile counts follow --tiles, capped by the splittable extent") {
+  GraphBuilder b;
+  int32_t x = b.input("x", {2, 3, 7, 5});
+  int32_t w = b.weight("w", {4, 3, 3, 3});
+  int32_t c = b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}));
+  OpAttributes sa;
+  sa.axis = 1;
+  sa.softmax_coerce_2d = true;
+  int32_t s = b.op(OpType::Softmax, {c}, sa);  // normalises [C,H,W] per image
+  b.g.outputs = {s};
+  auto count = [&](int32_t tiles, int32_t op) {
+    auto nodes = build_tile_nodes(b.g, TilerOptions{tiles, 1});
+    return std::count_if(nodes.begin(), nodes.end(), [&](const TileNode& n) { return n.op == op; });
+  };
+  CHECK(count(3, 0) == 4);     // 2 images x ceil(3/2) = 2 row runs each
+  CHECK(count(6, 0) == 6);     // 2 images x 3 row runs
+  CHECK(count(100, 0) == 14);  // capped at 7 rows per image
+  CHECK(count(1, 0) == 2);     // images always get their own tiles
+  CHECK(count(100, 1) == 2);   // softmax: only the batch dim may be cut
+  // Every softmax tile of an image depends on all conv tiles of that image.
+  auto nodes = build_tile_nodes(b.g, TilerOptions{6, 1});
+  CHECK(nodes[6].parent_count == 3);
+  CHECK(nodes[7].parent_count == 3);
+  CHECK(nodes[6].depth == 1);
+}
+
+TEST_CASE("tiler: automatic tile count respects the minimum work per tile") {
+  GraphBuilder b;
+  int32_t x = b.input("x", {1, 2, 4, 4});
+  b.g.outputs = {b.op(OpType::Relu, {x})};  // 32 elements: one tile is enough
+  CHECK(build_tile_nodes(b.g, TilerOptions{0, 8}).size() == 1);
+  GraphBuilder big;
+  int32_t y = big.input("y", {1, 64, 56, 56});
+  int32_t w = big.weight("w", {64, 64, 3, 3});
+  big.g.outputs = {
+      big.op(OpType::Conv, {y, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
+  CHECK(build_tile_nodes(big.g, TilerOptions{0, 4}).size() == 8);  // 2 x threads
+}
+
+TEST_CASE("tiler: rejects a tensor whose shape disagrees with its op") {
+  GraphBuilder b;
+  int32_t x = b.input("x", {1, 2, 4, 4});
+  int32_t r = b.op(OpType::Relu, {x});
+  b.g.tensors[static_cast<size_t>(r)].shape = {1, 2, 4, 5};
+  b.g.outputs = {r};
+  CHECK_THROWS_AS(build_tile_nodes(b.g, TilerOptions{}), tessera::Error);
+}

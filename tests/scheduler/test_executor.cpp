@@ -1,0 +1,589 @@
+// Executor + DSE (ASPEN Algorithm 1) on thousands of random DAGs: every node
+// runs exactly once and after all its parents, the parents' plain (non-atomic)
+// writes are visible to the child, and on_complete runs exactly once after the
+// last node. Also: concurrent submitters, draining destructor, idle CPU use.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sched.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "graph/error.hpp"
+#include "scheduler/dse.hpp"
+#include "scheduler/executor.hpp"
+#include "scheduler/ready_pool.hpp"
+
+namespace {
+
+using tessera::scheduler::Executor;
+using tessera::scheduler::ExecutorOptions;
+using tessera::scheduler::GraphView;
+using tessera::scheduler::Request;
+
+#if defined(__SANITIZE_THREAD__)
+constexpr double kDefaultScale = 0.3;
+#else
+constexpr double kDefaultScale = 1.0;
+#endif
+
+// TESSERA_TEST_SCALE multiplies the number of DAGs (e.g. 0.1 under slow tools).
+double test_scale() {
+  const char* text = std::getenv("TESSERA_TEST_SCALE");
+  return text ? std::max(0.001, std::atof(text)) : kDefaultScale;
+}
+
+int32_t scaled(int32_t count) {
+  return std::max(1, static_cast<int32_t>(std::lround(count * test_scale())));
+}
+
+uint64_t seed_for(const char* what) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("%s: seed %llu\n", what, static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// A DAG in the scheduler's CSR form plus parent lists for checking. Nodes are
+// numbered topologically (the GraphView contract).
+struct TestGraph {
+  std::string description;
+  int32_t node_count = 0;
+  std::vector<int32_t> parent_counts, child_offsets, children, depths, sources;
+  std::vector<int32_t> parent_offsets, parents;
+  std::vector<uint64_t> expected_values;  // sequential evaluation of the dataflow
+
+  GraphView view() const {
+    return GraphView{node_count,
+                     parent_counts.data(),
+                     child_offsets.data(),
+                     children.data(),
+                     depths.data(),
+                     sources.data(),
+                     static_cast<int32_t>(sources.size())};
+  }
+};
+
+uint64_t node_value(int32_t node, uint64_t parents_sum) {
+  return mix(static_cast<uint64_t>(node) * 0x100000001b3ull ^ mix(parents_sum));
+}
+
+TestGraph build_graph(std::string description, int32_t node_count,
+                      std::vector<std::pair<int32_t, int32_t>> edges) {
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  TestGraph graph;
+  graph.description = std::move(description);
+  graph.node_count = node_count;
+  const auto n = static_cast<size_t>(node_count);
+  graph.parent_counts.assign(n, 0);
+  graph.child_offsets.assign(n + 1, 0);
+  graph.parent_offsets.assign(n + 1, 0);
+  for (const auto& [parent, child] : edges) {
+    REQUIRE(parent < child);  // topological numbering
+    ++graph.parent_counts[static_cast<size_t>(child)];
+    ++graph.child_offsets[static_cast<size_t>(parent) + 1];
+    ++graph.parent_offsets[static_cast<size_t>(child) + 1];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    graph.child_offsets[i + 1] += graph.child_offsets[i];
+    graph.parent_offsets[i + 1] += graph.parent_offsets[i];
+  }
+  graph.children.resize(edges.size());
+  graph.parents.resize(edges.size());
+  std::vector<int32_t> child_fill(graph.child_offsets.begin(), graph.child_offsets.end() - 1);
+  std::vector<int32_t> parent_fill(graph.parent_offsets.begin(), graph.parent_offsets.end() - 1);
+  for (const auto& [parent, child] : edges) {
+    graph.children[static_cast<size_t>(child_fill[static_cast<size_t>(parent)]++)] = child;
+    graph.parents[static_cast<size_t>(parent_fill[static_cast<size_t>(child)]++)] = parent;
+  }
+  graph.depths.assign(n, 0);
+  graph.expected_values.assign(n, 0);
+  for (int32_t node = 0; node < node_count; ++node) {
+    const auto i = static_cast<size_t>(node);
+    if (graph.parent_counts[i] == 0) graph.sources.push_back(node);
+    uint64_t sum = 0;
+    for (int32_t e = graph.parent_offsets[i]; e < graph.parent_offsets[i + 1]; ++e) {
+      const auto p = static_cast<size_t>(graph.parents[static_cast<size_t>(e)]);
+      graph.depths[i] = std::max(graph.depths[i], graph.depths[p] + 1);
+      sum += graph.expected_values[p];
+    }
+    graph.expected_values[i] = node_value(node, sum);
+  }
+  return graph;
+}
+
+int32_t log_uniform(std::mt19937_64& rng, int32_t low, int32_t high) {
+  const double value = std::exp(std::uniform_real_distribution<double>(
+      std::log(static_cast<double>(low)), std::log(static_cast<double>(high) + 1.0))(rng));
+  return std::clamp(static_cast<int32_t>(value), low, high);
+}
+
+TestGraph random_graph(std::mt19937_64& rng) {
+  using Edges = std::vector<std::pair<int32_t, int32_t>>;
+  const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
+  Edges edges;
+  switch (kind) {
+    case 0:
+    case 1: {  // random DAG: random fan-in from a window of earlier nodes
+      const int32_t n = log_uniform(rng, 1, 1500);
+      const int32_t max_fan_in = std::uniform_int_distribution<int32_t>(1, 8)(rng);
+      const int32_t window = std::uniform_int_distribution<int32_t>(0, 2)(rng) == 0 ? n : 24;
+      for (int32_t child = 1; child < n; ++child) {
+        const int32_t fan_in = std::uniform_int_distribution<int32_t>(0, max_fan_in)(rng);
+        const int32_t lowest = std::max(0, child - window);
+        for (int32_t k = 0; k < fan_in; ++k) {
+          edges.emplace_back(std::uniform_int_distribution<int32_t>(lowest, child - 1)(rng), child);
+        }
+      }
+      return build_graph("random n=" + std::to_string(n), n, std::move(edges));
+    }
+    case 2:
+    case 3: {  // layered (like tiles of consecutive operators), with skip edges
+      const int32_t layers = log_uniform(rng, 1, 80);
+      const int32_t width = log_uniform(rng, 1, 48);
+      const int32_t max_fan_in = std::uniform_int_distribution<int32_t>(1, 5)(rng);
+      const auto id = [width](int32_t layer, int32_t i) { return layer * width + i; };
+      for (int32_t layer = 1; layer < layers; ++layer) {
+        for (int32_t i = 0; i < width; ++i) {
+          const int32_t fan_in = std::uniform_int_distribution<int32_t>(1, max_fan_in)(rng);
+          for (int32_t k = 0; k < fan_in; ++k) {
+            edges.emplace_back(
+                id(layer - 1, std::uniform_int_distribution<int32_t>(0, width - 1)(rng)),
+                id(layer, i));
+          }
+          if (layer >= 2 && std::uniform_int_distribution<int>(0, 9)(rng) == 0) {
+            edges.emplace_back(id(layer - 2, i), id(layer, i));
+          }
+        }
+      }
+      return build_graph("layered " + std::to_string(layers) + "x" + std::to_string(width),
+                         layers * width, std::move(edges));
+    }
+    case 4: {  // long chain
+      const int32_t n = log_uniform(rng, 1, 5000);
+      for (int32_t i = 1; i < n; ++i) edges.emplace_back(i - 1, i);
+      return build_graph("chain n=" + std::to_string(n), n, std::move(edges));
+    }
+    case 5: {  // wide fan-out then fan-in: 1 -> width -> 1
+      const int32_t width = log_uniform(rng, 1, 4000);
+      for (int32_t i = 1; i <= width; ++i) {
+        edges.emplace_back(0, i);
+        edges.emplace_back(i, width + 1);
+      }
+      return build_graph("fan width=" + std::to_string(width), width + 2, std::move(edges));
+    }
+    case 6: {  // many sources, no edges
+      const int32_t n = log_uniform(rng, 1, 1000);
+      return build_graph("independent n=" + std::to_string(n), n, {});
+    }
+    case 7: {  // wavefront grid: (r, c) after (r-1, c) and (r, c-1)
+      const int32_t rows = log_uniform(rng, 1, 40);
+      const int32_t cols = log_uniform(rng, 1, 40);
+      for (int32_t r = 0; r < rows; ++r) {
+        for (int32_t c = 0; c < cols; ++c) {
+          if (r > 0) edges.emplace_back((r - 1) * cols + c, r * cols + c);
+          if (c > 0) edges.emplace_back(r * cols + c - 1, r * cols + c);
+        }
+      }
+      return build_graph("grid " + std::to_string(rows) + "x" + std::to_string(cols), rows * cols,
+                         std::move(edges));
+    }
+    case 8:
+      return build_graph("single node", 1, {});
+    default:
+      return build_graph("empty", 0, {});
+  }
+}
+
+// Shared by all requests of a test; outlives them, so a request can report its
+// completion here and be destroyed by the waiting thread right after.
+struct Harness {
+  std::atomic<int64_t> clock{0};
+  std::atomic<int64_t> errors{0};
+  std::mutex mutex;
+  std::condition_variable completed_changed;
+  int64_t completed = 0;
+
+  void report_completed() {
+    {
+      std::lock_guard lock(mutex);
+      ++completed;
+    }
+    completed_changed.notify_all();
+  }
+
+  // False on timeout (a lost or missing completion).
+  bool wait_completed(int64_t target, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    std::unique_lock lock(mutex);
+    return completed_changed.wait_for(lock, timeout, [&] { return completed >= target; });
+  }
+  int64_t completed_count() {
+    std::lock_guard lock(mutex);
+    return completed;
+  }
+};
+
+class CheckingRequest : public Request {
+ public:
+  CheckingRequest(const TestGraph& graph, Harness& harness, bool delete_on_complete = false)
+      : Request(graph.view()),
+        graph_(graph),
+        harness_(harness),
+        delete_on_complete_(delete_on_complete),
+        stamps_(static_cast<size_t>(graph.node_count)),
+        values_(static_cast<size_t>(graph.node_count), 0) {}
+
+  void execute_node(int32_t node) noexcept override {
+    const auto i = static_cast<size_t>(node);
+    uint64_t sum = 0;
+    for (int32_t e = graph_.parent_offsets[i]; e < graph_.parent_offsets[i + 1]; ++e) {
+      const auto parent = static_cast<size_t>(graph_.parents[static_cast<size_t>(e)]);
+      if (stamps_[parent].load(std::memory_order_relaxed) == 0) errors_.fetch_add(1);
+      sum += values_[parent];  // plain read: the scheduler must order it after the write
+    }
+    values_[i] = node_value(node, sum);
+    const int64_t stamp = harness_.clock.fetch_add(1) + 1;
+    if (stamps_[i].exchange(stamp) != 0) errors_.fetch_add(1);  // ran twice
+  }
+
+  void on_complete() noexcept override {
+    completions_.fetch_add(1);
+    completion_stamp_ = harness_.clock.fetch_add(1) + 1;
+    int64_t local_errors = errors_.load();
+    for (size_t i = 0; i < stamps_.size(); ++i) {
+      const int64_t stamp = stamps_[i].load();
+      if (stamp == 0 || stamp >= completion_stamp_) ++local_errors;
+      if (values_[i] != graph_.expected_values[i]) ++local_errors;
+    }
+    verified_errors_ = local_errors;
+    Harness& harness = harness_;  // `this` may be gone once report_completed() runs
+    if (delete_on_complete_) {
+      harness.errors.fetch_add(local_errors);
+      delete this;
+    }
+    harness.report_completed();
+  }
+
+  // Valid once the executor is destroyed (no more calls can come).
+  void check_final() const {
+    CAPTURE(graph_.description);
+    CHECK(completions_.load() == 1);
+    CHECK(errors_.load() == 0);
+    CHECK(verified_errors_ == 0);
+    for (size_t i = 0; i < stamps_.size(); ++i) {
+      if (stamps_[i].load() == 0) {
+        FAIL_CHECK("node " << i << " never ran");
+        break;
+      }
+    }
+  }
+
+ private:
+  const TestGraph& graph_;
+  Harness& harness_;
+  bool delete_on_complete_;
+  std::vector<std::atomic<int64_t>> stamps_;  // 0: not run yet; else global order of the run
+  std::vector<uint64_t> values_;
+  std::atomic<int64_t> errors_{0};
+  std::atomic<int32_t> completions_{0};
+  int64_t completion_stamp_ = 0;
+  int64_t verified_errors_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("Dse follows Algorithm 1: first readied child next, the others pushed as one batch") {
+  // 0 -> {1, 2, 3}, 1 -> 4, {2, 3} -> 5, 4 -> 6: on one DSE the path is
+  // 0, 1 (first readied child), 4, 6 (dead end); then 2 and 3 from the pool
+  // (FIFO, same depth); 3 readies 5 and runs it on its path.
+  const TestGraph graph =
+      build_graph("algorithm 1", 7, {{0, 1}, {0, 2}, {0, 3}, {1, 4}, {2, 5}, {3, 5}, {4, 6}});
+  struct OrderRequest final : Request {
+    explicit OrderRequest(const TestGraph& g) : Request(g.view()) {}
+    void execute_node(int32_t node) noexcept override { order.push_back(node); }
+    void on_complete() noexcept override { ++completions; }
+    std::vector<int32_t> order;
+    int completions = 0;
+  };
+  OrderRequest request(graph);
+  tessera::scheduler::ReadyPool pool(1);
+  std::vector<int32_t> pushed_batches;
+  int completed_hook = 0;
+  tessera::scheduler::Dse dse(
+      pool, 0,
+      {[&](int32_t count) { pushed_batches.push_back(count); }, [&] { ++completed_hook; }});
+  CHECK_FALSE(dse.run_next_path());
+  pool.push(0, {&request, 0});
+  CHECK(dse.run_next_path());  // 0, 1, 4, 6
+  CHECK(request.order == std::vector<int32_t>{0, 1, 4, 6});
+  CHECK(pushed_batches == std::vector<int32_t>{2});  // children 2 and 3, one batch
+  CHECK(request.completions == 0);
+  CHECK(dse.run_next_path());  // 2 (5 not ready yet)
+  CHECK(dse.run_next_path());  // 3, then 5 on the same path
+  CHECK(request.order == std::vector<int32_t>{0, 1, 4, 6, 2, 3, 5});
+  CHECK(request.completions == 1);
+  CHECK(completed_hook == 1);
+  CHECK_FALSE(dse.run_next_path());
+  CHECK(pool.empty());
+}
+
+TEST_CASE("random DAGs on 1..8 threads: every node once, after its parents") {
+  const uint64_t seed = seed_for("random DAGs");
+  std::mt19937_64 rng(seed);
+  const int32_t dags_per_thread_count = scaled(1000);
+  int64_t total_nodes = 0;
+  for (int32_t threads = 1; threads <= 8; ++threads) {
+    CAPTURE(threads);
+    Harness harness;
+    std::vector<TestGraph> graphs;
+    std::vector<std::unique_ptr<CheckingRequest>> requests;
+    {
+      Executor executor(ExecutorOptions{threads});
+      REQUIRE(executor.thread_count() == threads);
+      for (int32_t d = 0; d < dags_per_thread_count; ++d) {
+        graphs.push_back(random_graph(rng));
+      }
+      int64_t submitted = 0;
+      for (size_t d = 0; d < graphs.size();) {
+        // Up to three requests in flight at once, sometimes of the same graph.
+        const int in_flight = std::uniform_int_distribution<int>(1, 3)(rng);
+        for (int k = 0; k < in_flight && d < graphs.size(); ++k) {
+          const TestGraph& graph =
+              graphs[std::uniform_int_distribution<int>(0, 3)(rng) == 0 && d > 0 ? d - 1 : d++];
+          requests.push_back(std::make_unique<CheckingRequest>(graph, harness));
+          executor.submit(*requests.back());
+          ++submitted;
+          total_nodes += graph.node_count;
+        }
+        const bool all_done = harness.wait_completed(submitted);
+        REQUIRE_MESSAGE(all_done, "requests did not complete; last graph: "
+                                      << requests.back()->graph().node_count << " nodes");
+      }
+    }  // executor destroyed: no more callbacks can come
+    CHECK(harness.completed_count() == static_cast<int64_t>(requests.size()));
+    for (const auto& request : requests) request->check_final();
+  }
+  std::printf("random DAGs: %lld nodes run\n", static_cast<long long>(total_nodes));
+}
+
+TEST_CASE("many requests of shared and distinct graphs submitted from several threads") {
+  const uint64_t seed = seed_for("concurrent submitters");
+  std::mt19937_64 graph_rng(seed);
+  std::vector<TestGraph> graphs;
+  for (int i = 0; i < 24; ++i) graphs.push_back(random_graph(graph_rng));
+  graphs.push_back(build_graph("empty", 0, {}));
+  for (int32_t threads : {1, 3, 8}) {
+    CAPTURE(threads);
+    const int32_t submitters = 4;
+    const int32_t per_submitter = scaled(300);
+    Harness harness;
+    std::vector<std::vector<std::unique_ptr<CheckingRequest>>> requests(submitters);
+    {
+      Executor executor(ExecutorOptions{threads});
+      std::vector<std::thread> submitter_threads;
+      for (int32_t s = 0; s < submitters; ++s) {
+        submitter_threads.emplace_back([&, s] {
+          std::mt19937_64 rng(seed + 7919 * static_cast<uint64_t>(s + 1));
+          auto& mine = requests[static_cast<size_t>(s)];
+          mine.reserve(static_cast<size_t>(per_submitter));
+          for (int32_t r = 0; r < per_submitter; ++r) {
+            const auto pick = std::uniform_int_distribution<size_t>(0, graphs.size() - 1)(rng);
+            mine.push_back(std::make_unique<CheckingRequest>(graphs[pick], harness));
+            executor.submit(*mine.back());
+            if (r % 16 == 15) std::this_thread::yield();
+          }
+        });
+      }
+      for (std::thread& thread : submitter_threads) thread.join();
+      REQUIRE(harness.wait_completed(int64_t{submitters} * per_submitter));
+    }
+    CHECK(harness.completed_count() == int64_t{submitters} * per_submitter);
+    for (const auto& mine : requests) {
+      for (const auto& request : mine) request->check_final();
+    }
+  }
+}
+
+TEST_CASE("destructor drains running requests; a request may delete itself on completion") {
+  const uint64_t seed = seed_for("drain");
+  std::mt19937_64 rng(seed);
+  std::vector<TestGraph> graphs;
+  for (int i = 0; i < 16; ++i) graphs.push_back(random_graph(rng));
+  for (int32_t threads : {1, 2, 5}) {
+    Harness harness;
+    const int32_t count = scaled(400);
+    {
+      Executor executor(ExecutorOptions{threads});
+      for (int32_t r = 0; r < count; ++r) {
+        const auto pick = std::uniform_int_distribution<size_t>(0, graphs.size() - 1)(rng);
+        executor.submit(*new CheckingRequest(graphs[pick], harness, /*delete_on_complete=*/true));
+      }
+    }  // no waiting: the destructor must let every request finish
+    CHECK(harness.completed_count() == count);
+    CHECK(harness.errors.load() == 0);
+  }
+}
+
+TEST_CASE("no lost wake-ups: submits timed around the moment workers park") {
+  // A worker that parks just as a request is submitted must still be woken:
+  // sweep the submit time across the end of the workers' spin phase.
+  const uint64_t seed = seed_for("lost wake-ups");
+  std::mt19937_64 rng(seed);
+  const TestGraph single = build_graph("single node", 1, {});
+  const TestGraph pair = build_graph("two sources", 2, {});
+  for (int32_t threads : {1, 2}) {
+    CAPTURE(threads);
+    Harness harness;
+    std::vector<std::unique_ptr<CheckingRequest>> requests;
+    const int32_t count = scaled(4000);
+    requests.reserve(static_cast<size_t>(count));
+    Executor executor(ExecutorOptions{threads});
+    for (int32_t r = 0; r < count; ++r) {
+      const auto delay =
+          std::chrono::nanoseconds(std::uniform_int_distribution<int64_t>(0, 40000)(rng));
+      const auto until = std::chrono::steady_clock::now() + delay;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      requests.push_back(std::make_unique<CheckingRequest>(r % 2 ? pair : single, harness));
+      executor.submit(*requests.back());
+      const bool completed = harness.wait_completed(r + 1, std::chrono::seconds(10));
+      REQUIRE_MESSAGE(completed, "request " << r << " was never run (lost wake-up)");
+    }
+  }
+}
+
+TEST_CASE("empty graph completes inside submit on the caller's thread") {
+  struct EmptyRequest final : Request {
+    EmptyRequest() : Request(GraphView{}) {}
+    void execute_node(int32_t) noexcept override { ++executed; }
+    void on_complete() noexcept override {
+      ++completed;
+      completer = std::this_thread::get_id();
+    }
+    int executed = 0;
+    int completed = 0;
+    std::thread::id completer;
+  };
+  Executor executor(ExecutorOptions{2});
+  EmptyRequest request;
+  executor.submit(request);
+  CHECK(request.completed == 1);
+  CHECK(request.executed == 0);
+  CHECK(request.completer == std::this_thread::get_id());
+}
+
+TEST_CASE("wide fan-out and a long chain") {
+  Harness harness;
+  std::vector<std::pair<int32_t, int32_t>> fan_edges;
+  const int32_t width = scaled(100000);
+  for (int32_t i = 1; i <= width; ++i) {
+    fan_edges.emplace_back(0, i);
+    fan_edges.emplace_back(i, width + 1);
+  }
+  const TestGraph fan = build_graph("fan", width + 2, std::move(fan_edges));
+  std::vector<std::pair<int32_t, int32_t>> chain_edges;
+  const int32_t length = scaled(200000);
+  for (int32_t i = 1; i < length; ++i) chain_edges.emplace_back(i - 1, i);
+  const TestGraph chain = build_graph("chain", length, std::move(chain_edges));
+  CheckingRequest fan_request(fan, harness);
+  CheckingRequest chain_request(chain, harness);
+  {
+    Executor executor(ExecutorOptions{4});
+    executor.submit(fan_request);
+    executor.submit(chain_request);
+    REQUIRE(harness.wait_completed(2));
+  }
+  fan_request.check_final();
+  chain_request.check_final();
+}
+
+TEST_CASE("a graph with nodes but no sources is rejected before anything runs") {
+  // Two nodes that are each other's parent: no sources, can never start.
+  const std::vector<int32_t> parent_counts = {1, 1};
+  const std::vector<int32_t> child_offsets = {0, 1, 2};
+  const std::vector<int32_t> children = {1, 0};
+  const std::vector<int32_t> depths = {0, 0};
+  struct NeverRuns final : Request {
+    using Request::Request;
+    void execute_node(int32_t) noexcept override { ++calls; }
+    void on_complete() noexcept override { ++calls; }
+    std::atomic<int> calls{0};
+  };
+  NeverRuns request(GraphView{2, parent_counts.data(), child_offsets.data(), children.data(),
+                              depths.data(), nullptr, 0});
+  {
+    Executor executor(ExecutorOptions{2});
+    CHECK_THROWS_AS(executor.submit(request), tessera::Error);
+  }
+  CHECK(request.calls.load() == 0);
+  CHECK_THROWS_AS(Executor(ExecutorOptions{-1}), tessera::Error);
+}
+
+TEST_CASE("threads = 0 means one worker per core this process may run on") {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  REQUIRE(sched_getaffinity(0, sizeof(mask), &mask) == 0);
+  Executor executor(ExecutorOptions{0});
+  CHECK(executor.thread_count() == CPU_COUNT(&mask));
+}
+
+namespace {
+std::chrono::microseconds process_cpu_time() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto to_us = [](const timeval& t) {
+    return std::chrono::seconds(t.tv_sec) + std::chrono::microseconds(t.tv_usec);
+  };
+  return to_us(usage.ru_utime) + to_us(usage.ru_stime);
+}
+
+std::chrono::microseconds idle_cpu_over(std::chrono::milliseconds window) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let workers park
+  const auto before = process_cpu_time();
+  std::this_thread::sleep_for(window);
+  return process_cpu_time() - before;
+}
+}  // namespace
+
+TEST_CASE("an idle executor uses no CPU (workers park, they do not poll)") {
+  Harness harness;  // declared first: it must outlive the workers that report to it
+  std::vector<TestGraph> graphs;
+  std::vector<std::unique_ptr<CheckingRequest>> requests;
+  Executor executor(ExecutorOptions{2});
+  const auto fresh = idle_cpu_over(std::chrono::milliseconds(500));
+  MESSAGE("idle CPU, fresh executor: " << fresh.count() << " us");
+  CHECK(fresh < std::chrono::milliseconds(20));
+
+  // After work, too: the workers went through spin and park again.
+  std::mt19937_64 rng(seed_for("idle"));
+  for (int i = 0; i < 20; ++i) graphs.push_back(random_graph(rng));
+  for (const TestGraph& graph : graphs) {
+    requests.push_back(std::make_unique<CheckingRequest>(graph, harness));
+    executor.submit(*requests.back());
+  }
+  REQUIRE(harness.wait_completed(static_cast<int64_t>(requests.size())));
+  const auto after_work = idle_cpu_over(std::chrono::milliseconds(500));
+  MESSAGE("idle CPU after work: " << after_work.count() << " us");
+  CHECK(after_work < std::chrono::milliseconds(20));
+}

@@ -1,0 +1,579 @@
+// The .tess format: round trip, zero-copy weights, and a reader that turns
+// every truncated, corrupt or inconsistent file into a one-line tessera::Error.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/error.hpp"
+#include "graph/tile_graph.hpp"
+#include "serialization/tess/tess_format.hpp"
+#include "serialization/tess/tess_generated.h"
+#include "serialization/tess/tess_reader.hpp"
+#include "serialization/tess/tess_writer.hpp"
+
+namespace {
+
+using namespace tessera;
+using graph::CompiledTensor;
+using graph::OpType;
+using graph::Region;
+using graph::TensorStorage;
+using graph::TileGraph;
+using graph::TileNode;
+using serialization::read_tess_bytes;
+using serialization::read_tess_file;
+using serialization::serialize_tess;
+using serialization::write_tess_file;
+
+constexpr char kOrigin[] = "model.tess";
+
+uint64_t test_seed() {
+  if (const char* s = std::getenv("TESSERA_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
+
+// A directory of its own for this process's files, removed at exit.
+struct TempDir {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("tessera_tess_test_" + std::to_string(::getpid()));
+  TempDir() { std::filesystem::create_directories(path); }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+const TempDir& temp_dir() {
+  static TempDir dir;
+  return dir;
+}
+
+// The hand-built test model: Conv(X, W, B) -> Y; Relu(Y) -> R; Add(R, Y) -> Z,
+// each cut into 3 row tiles of H = 5: rows [0,2), [2,4), [4,5).
+// Edges, worked out by hand: Relu tile i reads Conv tile i's rows only; Add
+// tile i reads Relu tile i and Conv tile i. Nodes: conv 0-2, relu 3-5, add 6-8.
+struct TestModel {
+  std::vector<float> conv_weight;  // [4,2,3,3]
+  std::vector<float> conv_bias;    // [4]
+  TileGraph graph;
+};
+
+TestModel make_test_model(uint64_t seed) {
+  TestModel m;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  m.conv_weight.resize(4 * 2 * 3 * 3);
+  m.conv_bias.resize(4);
+  for (float& v : m.conv_weight) v = value(rng);
+  for (float& v : m.conv_bias) v = value(rng);
+
+  TileGraph& g = m.graph;
+  auto arena = [](std::string name, graph::Shape shape, uint64_t offset) {
+    CompiledTensor t;
+    t.name = std::move(name);
+    t.shape = std::move(shape);
+    t.arena_offset = offset;
+    return t;
+  };
+  auto weight = [](std::string name, graph::Shape shape, const std::vector<float>& data) {
+    CompiledTensor t;
+    t.name = std::move(name);
+    t.shape = std::move(shape);
+    t.storage = TensorStorage::Weight;
+    t.weight = data;
+    return t;
+  };
+  // Arena: X 240 bytes at 0, Y/R/Z 480 bytes each at the next 64-byte boundaries.
+  g.tensors = {arena("X", {1, 2, 5, 6}, 0),           weight("W", {4, 2, 3, 3}, m.conv_weight),
+               weight("B", {4}, m.conv_bias),          arena("Y", {1, 4, 5, 6}, 256),
+               arena("R", {1, 4, 5, 6}, 768),          arena("Z", {1, 4, 5, 6}, 1280)};
+  g.arena_bytes = 1280 + 480;
+
+  graph::Operator conv;
+  conv.name = "conv1";
+  conv.type = OpType::Conv;
+  conv.attrs.kernel_shape = {3, 3};
+  conv.attrs.strides = {1, 1};
+  conv.attrs.pads = {1, 1, 1, 1};
+  conv.attrs.dilations = {1, 1};
+  conv.inputs = {0, 1, 2};
+  conv.outputs = {3};
+  conv.kernel = "reference";
+
+  // Relu ignores its attributes; giving every field a non-default value makes
+  // the round trip check every attribute field of the schema.
+  graph::Operator relu;
+  relu.name = "relu1";
+  relu.type = OpType::Relu;
+  relu.attrs.kernel_shape = {7};
+  relu.attrs.strides = {2, 3};
+  relu.attrs.pads = {0, 1, 2, 3};
+  relu.attrs.dilations = {5};
+  relu.attrs.group = 3;
+  relu.attrs.axis = 2;
+  relu.attrs.alpha = 0.25f;
+  relu.attrs.beta = -1.5f;
+  relu.attrs.trans_a = true;
+  relu.attrs.trans_b = true;
+  relu.attrs.clip_min = -6.0f;
+  relu.attrs.clip_max = 6.0f;
+  relu.attrs.count_include_pad = true;
+  relu.attrs.ceil_mode = true;
+  relu.attrs.softmax_coerce_2d = true;
+  relu.attrs.epsilon = 1e-3f;
+  relu.attrs.new_shape = {1, 120};
+  relu.inputs = {3};
+  relu.outputs = {4};
+  relu.kernel = "xsimd_avx2";
+
+  graph::Operator add;
+  add.name = "add1";
+  add.type = OpType::Add;
+  add.inputs = {4, 3};
+  add.outputs = {5};
+  add.kernel = "reference";
+  g.ops = {conv, relu, add};
+
+  const int64_t row_begin[3] = {0, 2, 4}, row_end[3] = {2, 4, 5};
+  g.nodes.resize(9);
+  for (int32_t op = 0; op < 3; ++op)
+    for (int32_t i = 0; i < 3; ++i) {
+      TileNode& n = g.nodes[op * 3 + i];
+      n.op = op;
+      n.region = Region{{0, 0, row_begin[i], 0}, {1, 4, row_end[i], 6}};
+    }
+  for (int32_t i = 0; i < 3; ++i) {
+    g.nodes[i].children = {3 + i, 6 + i};
+    g.nodes[i].parent_count = 0;
+    g.nodes[i].depth = 0;
+    g.nodes[3 + i].children = {6 + i};
+    g.nodes[3 + i].parent_count = 1;
+    g.nodes[3 + i].depth = 1;
+    g.nodes[6 + i].parent_count = 2;
+    g.nodes[6 + i].depth = 2;
+  }
+  g.inputs = {0};
+  g.outputs = {5};
+  g.options = {.tiles = 3, .threads = 7, .target = "x86_64 avx2"};
+  return m;
+}
+
+void check_same_graph(const TileGraph& a, const TileGraph& b) {
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    CAPTURE(i);
+    const CompiledTensor& x = a.tensors[i];
+    const CompiledTensor& y = b.tensors[i];
+    CHECK(x.name == y.name);
+    CHECK(x.shape == y.shape);
+    CHECK(x.dtype == y.dtype);
+    CHECK(x.storage == y.storage);
+    if (x.storage == TensorStorage::Arena) CHECK(x.arena_offset == y.arena_offset);
+    REQUIRE(x.weight.size() == y.weight.size());
+    CHECK(std::equal(x.weight.begin(), x.weight.end(), y.weight.begin(),
+                     [](float p, float q) { return std::bit_cast<uint32_t>(p) ==
+                                                   std::bit_cast<uint32_t>(q); }));
+  }
+  REQUIRE(a.ops.size() == b.ops.size());
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    CAPTURE(i);
+    CHECK(a.ops[i].name == b.ops[i].name);
+    CHECK(a.ops[i].type == b.ops[i].type);
+    CHECK(a.ops[i].attrs == b.ops[i].attrs);
+    CHECK(a.ops[i].inputs == b.ops[i].inputs);
+    CHECK(a.ops[i].outputs == b.ops[i].outputs);
+    CHECK(a.ops[i].kernel == b.ops[i].kernel);
+  }
+  REQUIRE(a.nodes.size() == b.nodes.size());
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(a.nodes[i].op == b.nodes[i].op);
+    CHECK(a.nodes[i].region == b.nodes[i].region);
+    CHECK(a.nodes[i].children == b.nodes[i].children);
+    CHECK(a.nodes[i].parent_count == b.nodes[i].parent_count);
+    CHECK(a.nodes[i].depth == b.nodes[i].depth);
+  }
+  CHECK(a.inputs == b.inputs);
+  CHECK(a.outputs == b.outputs);
+  CHECK(a.arena_bytes == b.arena_bytes);
+  CHECK(a.options.tiles == b.options.tiles);
+  CHECK(a.options.threads == b.options.threads);
+  CHECK(a.options.target == b.options.target);
+}
+
+// Reads bytes held in an allocation of exactly their size, so that any read
+// past the end is a sanitizer report.
+TileGraph read_exact_copy(const std::vector<uint8_t>& bytes, size_t length) {
+  auto copy = std::make_shared<std::vector<uint8_t>>(bytes.begin(), bytes.begin() + length);
+  const uint8_t* data = copy->data();
+  return read_tess_bytes(copy, data, length, kOrigin);
+}
+
+std::string read_error(const std::vector<uint8_t>& bytes) {
+  try {
+    read_exact_copy(bytes, bytes.size());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Serialises the test model after `corrupt` has changed it and checks that the
+// reader rejects it with a one-line message naming the file and every key word.
+void check_rejected(const std::function<void(TileGraph&)>& corrupt,
+                    const std::vector<std::string>& key_words) {
+  TestModel m = make_test_model(1);
+  corrupt(m.graph);
+  std::string message = read_error(serialize_tess(m.graph));
+  CAPTURE(message);
+  REQUIRE(!message.empty());
+  CHECK(message.rfind(std::string(kOrigin) + ": ", 0) == 0);
+  CHECK(message.find('\n') == std::string::npos);
+  for (const std::string& word : key_words) {
+    CAPTURE(word);
+    CHECK(message.find(word) != std::string::npos);
+  }
+}
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string file_error(const std::string& path) {
+  try {
+    read_tess_file(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the hand-built model is accepted as it is") {
+  TestModel m = make_test_model(1);
+  CHECK(read_error(serialize_tess(m.graph)) == "");
+}
+
+TEST_CASE("round trip through a file keeps every field and maps weights in place") {
+  uint64_t seed = test_seed();
+  MESSAGE("seed ", seed, " (TESSERA_TEST_SEED replays it)");
+  TestModel m = make_test_model(seed);
+  std::string path = temp_dir().file("round_trip.tess");
+  write_tess_file(m.graph, path);
+  TileGraph back = read_tess_file(path);
+  check_same_graph(m.graph, back);
+
+  // Weights must be bitwise equal to the originals and point into the mapping
+  // (storage is the mapped image when nothing had to be copied).
+  auto file_size = std::filesystem::file_size(path);
+  const auto* image = static_cast<const uint8_t*>(back.storage.get());
+  REQUIRE(image != nullptr);
+  for (int t : {1, 2}) {
+    CAPTURE(t);
+    const auto* p = reinterpret_cast<const uint8_t*>(back.tensors[t].weight.data());
+    CHECK(p >= image);
+    CHECK(p + back.tensors[t].weight.size_bytes() <= image + file_size);
+    CHECK(reinterpret_cast<uintptr_t>(p) % serialization::kTessWeightAlignment == 0);
+  }
+  CHECK(std::memcmp(back.tensors[1].weight.data(), m.conv_weight.data(),
+                    m.conv_weight.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(back.tensors[2].weight.data(), m.conv_bias.data(),
+                    m.conv_bias.size() * sizeof(float)) == 0);
+
+  // The weights outlive every other handle on the file.
+  std::vector<float> expected(back.tensors[1].weight.begin(), back.tensors[1].weight.end());
+  std::shared_ptr<const void> keep = back.storage;
+  std::span<const float> w = back.tensors[1].weight;
+  back = TileGraph{};
+  std::filesystem::remove(path);
+  CHECK(std::equal(w.begin(), w.end(), expected.begin()));
+}
+
+TEST_CASE("serialize_tess places weight data on 64-byte boundaries of the image") {
+  TestModel m = make_test_model(2);
+  std::vector<uint8_t> bytes = serialize_tess(m.graph);
+  TileGraph back = read_exact_copy(bytes, bytes.size());
+  const auto* base = static_cast<const uint8_t*>(back.storage.get());
+  for (int t : {1, 2}) {
+    auto offset = reinterpret_cast<const uint8_t*>(back.tensors[t].weight.data()) - base;
+    CHECK(offset % 64 == 0);
+  }
+}
+
+TEST_CASE("bytes that are not 8-byte aligned are read through a copy") {
+  TestModel m = make_test_model(3);
+  std::vector<uint8_t> bytes = serialize_tess(m.graph);
+  for (size_t shift : {1, 3, 4}) {
+    CAPTURE(shift);
+    auto buffer = std::make_shared<std::vector<uint8_t>>(bytes.size() + shift);
+    std::memcpy(buffer->data() + shift, bytes.data(), bytes.size());
+    TileGraph back = read_tess_bytes(buffer, buffer->data() + shift, bytes.size(), kOrigin);
+    check_same_graph(m.graph, back);
+    buffer.reset();  // the result must not depend on the caller's bytes
+    CHECK(back.tensors[1].weight[5] == m.conv_weight[5]);
+  }
+}
+
+TEST_CASE("every truncation of a file is an error") {
+  TestModel m = make_test_model(4);
+  std::vector<uint8_t> bytes = serialize_tess(m.graph);
+  MESSAGE("file of ", bytes.size(), " bytes");
+  for (size_t length = 0; length < bytes.size(); ++length) {
+    CAPTURE(length);
+    CHECK_THROWS_AS(read_exact_copy(bytes, length), Error);
+  }
+  // The same through files and mmap, at a few lengths.
+  for (size_t length : {size_t{1}, size_t{7}, size_t{8}, bytes.size() / 2, bytes.size() - 1}) {
+    CAPTURE(length);
+    std::string path = temp_dir().file("truncated.tess");
+    write_bytes(path, std::vector<uint8_t>(bytes.begin(), bytes.begin() + length));
+    std::string message = file_error(path);
+    CHECK(message.rfind(path + ": ", 0) == 0);
+  }
+}
+
+TEST_CASE("random single-byte flips give an error or a graph that passed every check") {
+  uint64_t seed = test_seed();
+  MESSAGE("seed ", seed, " (TESSERA_TEST_SEED replays it)");
+  TestModel m = make_test_model(seed);
+  const std::vector<uint8_t> bytes = serialize_tess(m.graph);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> position(0, bytes.size() - 1);
+  std::uniform_int_distribution<int> flip(1, 255);
+  int rejected = 0, accepted = 0;
+  for (int trial = 0; trial < 1000; ++trial) {
+    std::vector<uint8_t> corrupt = bytes;
+    size_t at = position(rng);
+    corrupt[at] ^= static_cast<uint8_t>(flip(rng));
+    CAPTURE(trial);
+    CAPTURE(at);
+    try {
+      TileGraph g = read_exact_copy(corrupt, corrupt.size());
+      ++accepted;
+      // What the reader accepted must survive another trip unchanged.
+      std::vector<uint8_t> again = serialize_tess(g);
+      TileGraph g2 = read_exact_copy(again, again.size());
+      check_same_graph(g, g2);
+    } catch (const Error& e) {
+      ++rejected;
+      std::string message = e.what();
+      CHECK(message.find('\n') == std::string::npos);
+      CHECK(message.rfind(std::string(kOrigin) + ": ", 0) == 0);
+    }
+  }
+  MESSAGE(rejected, " flips rejected, ", accepted, " accepted");
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("targeted corruptions give their specific messages") {
+  SUBCASE("child index out of range") {
+    check_rejected([](TileGraph& g) { g.nodes[4].children = {99999}; },
+                   {"node 4 lists child 99999 but the graph has 9 nodes"});
+  }
+  SUBCASE("cycle: a child before its parent") {
+    check_rejected([](TileGraph& g) { g.nodes[6].children = {0}; },
+                   {"node 6", "child 0", "cycle"});
+  }
+  SUBCASE("self loop") {
+    check_rejected([](TileGraph& g) { g.nodes[5].children.push_back(5); },
+                   {"node 5", "child 5", "cycle"});
+  }
+  SUBCASE("duplicate child") {
+    check_rejected([](TileGraph& g) { g.nodes[0].children = {3, 6, 3}; },
+                   {"node 0", "child 3", "twice"});
+  }
+  SUBCASE("wrong parent_count") {
+    check_rejected([](TileGraph& g) { g.nodes[7].parent_count = 3; },
+                   {"node 7", "parent_count 3", "2 nodes list it"});
+  }
+  SUBCASE("missing edge leaves parent_count too high") {
+    check_rejected([](TileGraph& g) { g.nodes[4].children.clear(); },
+                   {"node 7", "parent_count 2", "1 nodes list it"});
+  }
+  SUBCASE("wrong depth") {
+    check_rejected([](TileGraph& g) { g.nodes[8].depth = 1; }, {"node 8", "depth 1", "2"});
+  }
+  SUBCASE("region outside its tensor") {
+    check_rejected([](TileGraph& g) { g.nodes[2].region.end[2] = 6; },
+                   {"node 2", "outside", "'Y'", "[1,4,5,6]"});
+  }
+  SUBCASE("region of the wrong rank") {
+    check_rejected([](TileGraph& g) { g.nodes[1].region = Region{{0, 2}, {4, 4}}; },
+                   {"node 1", "rank"});
+  }
+  SUBCASE("tiles that do not cover the output") {
+    check_rejected([](TileGraph& g) { g.nodes[4].region.end[2] = 3; },
+                   {"op 1", "relu1", "covering 96 elements of its 120-element output"});
+  }
+  SUBCASE("overlapping tiles") {
+    check_rejected(
+        [](TileGraph& g) {
+          g.nodes[6].region.end[2] = 3;    // rows [0,3): 72 elements
+          g.nodes[7].region.end[3] = 3;    // rows [2,4) x cols [0,3): 24 elements
+        },
+        {"op 2", "overlapping tiles", "node 6", "node 7"});
+  }
+  SUBCASE("arena overflow") {
+    check_rejected([](TileGraph& g) { g.arena_bytes = 1700; },
+                   {"'Z'", "1280", "overflows the arena of 1700 bytes"});
+  }
+  SUBCASE("misaligned arena offset") {
+    check_rejected([](TileGraph& g) { g.tensors[4].arena_offset = 770; },
+                   {"'R'", "770", "aligned to 64"});
+  }
+  SUBCASE("unknown op type") {
+    check_rejected([](TileGraph& g) { g.ops[1].type = static_cast<OpType>(999); },
+                   {"op 1", "unknown op type 999"});
+  }
+  SUBCASE("wrong output shape") {
+    check_rejected([](TileGraph& g) { g.tensors[3].shape = {1, 4, 5, 5}; },
+                   {"op 0", "conv1", "computes shape [1,4,5,6]", "[1,4,5,5]"});
+  }
+  SUBCASE("shape function rejects the op") {
+    check_rejected([](TileGraph& g) { g.ops[0].attrs.group = 3; },
+                   {"op 0: ", "conv1"});
+  }
+  SUBCASE("op input out of range") {
+    check_rejected([](TileGraph& g) { g.ops[2].inputs[1] = 6; },
+                   {"op 2", "input 1 is tensor 6 but the graph has 6 tensors"});
+  }
+  SUBCASE("too many inputs for the op type") {
+    check_rejected([](TileGraph& g) { g.ops[1].inputs = {3, 3}; },
+                   {"op 1", "2 inputs", "Relu takes 1"});
+  }
+  SUBCASE("empty kernel name") {
+    check_rejected([](TileGraph& g) { g.ops[2].kernel.clear(); }, {"op 2", "no kernel name"});
+  }
+  SUBCASE("op reads a tensor nothing wrote yet") {
+    check_rejected([](TileGraph& g) { std::swap(g.ops[1], g.ops[2]); },
+                   {"op 1", "add1", "no earlier op writes"});
+  }
+  SUBCASE("op writes a weight") {
+    check_rejected([](TileGraph& g) { g.ops[2].outputs = {1}; }, {"op 2", "writes weight", "'W'"});
+  }
+  SUBCASE("model input is a weight") {
+    check_rejected([](TileGraph& g) { g.inputs = {2}; }, {"model input 0", "weight", "'B'"});
+  }
+  SUBCASE("model output out of range") {
+    check_rejected([](TileGraph& g) { g.outputs = {-1}; }, {"model output 0", "tensor -1"});
+  }
+  SUBCASE("weight data of the wrong size") {
+    static const std::vector<float> short_bias(3, 0.5f);
+    check_rejected([](TileGraph& g) { g.tensors[2].weight = short_bias; },
+                   {"'B'", "12 bytes of weight data", "needs 16"});
+  }
+  SUBCASE("unknown dtype") {
+    check_rejected([](TileGraph& g) { g.tensors[5].dtype = static_cast<graph::DType>(42); },
+                   {"'Z'", "unknown dtype 42"});
+  }
+  SUBCASE("negative dimension") {
+    check_rejected([](TileGraph& g) { g.tensors[0].shape[1] = -2; },
+                   {"'X'", "negative dimension -2"});
+  }
+  SUBCASE("too many elements") {
+    check_rejected([](TileGraph& g) { g.tensors[0].shape = {1 << 20, 1 << 20, 2}; },
+                   {"'X'", "more than 2^40 elements"});
+  }
+  SUBCASE("node of a missing op") {
+    check_rejected([](TileGraph& g) { g.nodes[8].op = 3; }, {"node 8", "op 3", "3 ops"});
+  }
+}
+
+TEST_CASE("files written by a newer or unknown Tessera are refused") {
+  auto message_for = [](const std::function<void(flatbuffers::FlatBufferBuilder&)>& build) {
+    flatbuffers::FlatBufferBuilder fbb;
+    build(fbb);
+    return read_error(std::vector<uint8_t>(fbb.GetBufferPointer(),
+                                           fbb.GetBufferPointer() + fbb.GetSize()));
+  };
+  std::string newer = message_for([](flatbuffers::FlatBufferBuilder& fbb) {
+    tessera::tess::SchemaVersion v(2, 0);
+    tessera::tess::FinishModelBuffer(fbb, tessera::tess::CreateModel(fbb, &v));
+  });
+  CHECK(newer == "model.tess: schema version 2.0 is newer than this Tessera (1.x); "
+                 "update Tessera or recompile the model");
+  std::string no_version = message_for([](flatbuffers::FlatBufferBuilder& fbb) {
+    tessera::tess::FinishModelBuffer(fbb, tessera::tess::CreateModel(fbb));
+  });
+  CHECK(no_version.find("no schema version") != std::string::npos);
+  // A newer minor version of the same major is readable.
+  std::string newer_minor = message_for([](flatbuffers::FlatBufferBuilder& fbb) {
+    tessera::tess::SchemaVersion v(1, 7);
+    tessera::tess::FinishModelBuffer(fbb, tessera::tess::CreateModel(fbb, &v));
+  });
+  CHECK(newer_minor == "");
+  // An op of a later version than this Tessera implements.
+  std::string op_version = message_for([](flatbuffers::FlatBufferBuilder& fbb) {
+    tessera::tess::SchemaVersion v(1, 0);
+    auto op = tessera::tess::CreateOperator(fbb, static_cast<uint16_t>(OpType::Relu),
+                                            fbb.CreateString("r"), fbb.CreateString("reference"),
+                                            0, 0, /*version=*/2);
+    std::vector<flatbuffers::Offset<tessera::tess::Operator>> ops{op};
+    tessera::tess::FinishModelBuffer(
+        fbb, tessera::tess::CreateModel(fbb, &v, 0, 0, 0, fbb.CreateVector(ops)));
+  });
+  CHECK(op_version.find("op version 2") != std::string::npos);
+}
+
+TEST_CASE("bad identifier, missing, empty and random files") {
+  TestModel m = make_test_model(5);
+  std::vector<uint8_t> bytes = serialize_tess(m.graph);
+  std::memcpy(bytes.data() + 4, "ONNX", 4);
+  CHECK(read_error(bytes) == "model.tess: not a Tessera graph file (bad identifier)");
+
+  std::string missing = temp_dir().file("does_not_exist.tess");
+  CHECK(file_error(missing) == missing + ": cannot open the file (No such file or directory)");
+
+  std::string empty = temp_dir().file("empty.tess");
+  write_bytes(empty, {});
+  CHECK(file_error(empty) == empty + ": file is empty");
+
+  CHECK(file_error(temp_dir().path.string()).find("not a regular file") != std::string::npos);
+
+  uint64_t seed = test_seed();
+  MESSAGE("seed ", seed, " (TESSERA_TEST_SEED replays it)");
+  std::mt19937_64 rng(seed);
+  std::string noise = temp_dir().file("noise.tess");
+  for (size_t size : {size_t{3}, size_t{8}, size_t{64}, size_t{4099}, size_t{65536}}) {
+    std::vector<uint8_t> random(size);
+    for (uint8_t& b : random) b = static_cast<uint8_t>(rng());
+    CAPTURE(size);
+    write_bytes(noise, random);
+    CHECK(file_error(noise).rfind(noise + ": not a Tessera graph file", 0) == 0);
+    // With the right identifier, the verifier has to catch it.
+    if (size >= 8) {
+      std::memcpy(random.data() + 4, "TESS", 4);
+      write_bytes(noise, random);
+      CHECK(file_error(noise).rfind(noise + ": ", 0) == 0);
+    }
+  }
+}
+
+TEST_CASE("write_tess_file reports I/O failures and replaces files whole") {
+  TestModel m = make_test_model(6);
+  std::string bad = temp_dir().file("no_such_dir/model.tess");
+  std::string expected = bad + ": cannot write the file";
+  CHECK_THROWS_WITH_AS(write_tess_file(m.graph, bad), doctest::Contains(expected.c_str()), Error);
+
+  std::string path = temp_dir().file("replaced.tess");
+  write_bytes(path, std::vector<uint8_t>(100000, 0xab));
+  write_tess_file(m.graph, path);
+  CHECK(std::filesystem::file_size(path) == serialize_tess(m.graph).size());
+  check_same_graph(m.graph, read_tess_file(path));
+  // No temporary file is left beside it.
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(temp_dir().path))
+    entries += e.path().filename().string().find(".tmp.") != std::string::npos;
+  CHECK(entries == 0);
+}

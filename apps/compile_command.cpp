@@ -79,8 +79,8 @@ Command add_compile_command(CLI::App& app) {
     choose_kernels(g);
     graph::CompileOptions options;
     options.tiles = args->tiles;
-    options.threads =
-        args->threads > 0 ? args->threads : static_cast<int32_t>(std::thread::hardware_concurrency());
+    options.threads = args->threads > 0 ? args->threads
+                                        : static_cast<int32_t>(std::thread::hardware_concurrency());
     options.target = machine_target();
     graph::CompileReport report;
     graph::TileGraph tiles = graph::compile_graph(std::move(g), options, &report);

@@ -50,17 +50,16 @@ std::string tensor_list_json(const graph::TileGraph& g, const std::vector<int32_
 }
 
 void print_json(const InspectArgs& a, const graph::TileGraph& g, const Summary& s) {
-  std::string j = "{\"file\": " + json_string(a.model) +
-                  ", \"target\": " + json_string(g.options.target) +
-                  ", \"tiles_option\": " + std::to_string(g.options.tiles) +
-                  ", \"threads_option\": " + std::to_string(g.options.threads) +
-                  ", \"inputs\": " + tensor_list_json(g, g.inputs) +
-                  ", \"outputs\": " + tensor_list_json(g, g.outputs) +
-                  ", \"nodes\": " + std::to_string(g.nodes.size()) +
-                  ", \"edges\": " + std::to_string(s.edges) +
-                  ", \"max_depth\": " + std::to_string(s.max_depth) +
-                  ", \"arena_bytes\": " + std::to_string(g.arena_bytes) +
-                  ", \"weight_bytes\": " + std::to_string(s.weight_bytes) + ", \"ops\": [";
+  std::string j =
+      "{\"file\": " + json_string(a.model) + ", \"target\": " + json_string(g.options.target) +
+      ", \"tiles_option\": " + std::to_string(g.options.tiles) +
+      ", \"threads_option\": " + std::to_string(g.options.threads) +
+      ", \"inputs\": " + tensor_list_json(g, g.inputs) +
+      ", \"outputs\": " + tensor_list_json(g, g.outputs) +
+      ", \"nodes\": " + std::to_string(g.nodes.size()) + ", \"edges\": " + std::to_string(s.edges) +
+      ", \"max_depth\": " + std::to_string(s.max_depth) +
+      ", \"arena_bytes\": " + std::to_string(g.arena_bytes) +
+      ", \"weight_bytes\": " + std::to_string(s.weight_bytes) + ", \"ops\": [";
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const auto& op = g.ops[i];
     j += std::string(i ? ", " : "") + "{\"name\": " + json_string(op.name) + ", \"type\": \"" +

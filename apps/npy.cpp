@@ -15,7 +15,8 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
 
 std::string header_value(const std::string& header, const std::string& key) {
-  // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+  // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3),
+  // }
   std::smatch m;
   std::regex re("'" + key + "'\\s*:\\s*('[^']*'|True|False|\\([^)]*\\))");
   if (!std::regex_search(header, m, re)) return {};
@@ -60,7 +61,8 @@ NpyArray read_npy(const std::string& path) {
   size_t pos = 0;
   while (pos < inner.size()) {
     size_t comma = inner.find(',', pos);
-    std::string item = inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     item.erase(0, item.find_first_not_of(' '));
     item.erase(item.find_last_not_of(' ') + 1);
     if (!item.empty()) {
@@ -92,8 +94,10 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
     numel *= d;
   }
   if (shape.size() > 1) header.erase(header.size() - 1);  // "(2, 3)" but "(4,)"
-  if (shape.size() > 1) header.back() = ')';
-  else header += ")";
+  if (shape.size() > 1)
+    header.back() = ')';
+  else
+    header += ")";
   header += ", }";
   // Pad with spaces so data starts on a 64-byte boundary; the header ends in '\n'.
   const size_t unpadded = kMagicSize + 4 + header.size() + 1;
@@ -108,7 +112,8 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
   const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   out.write(len_bytes, 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(numel * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(data),
+            static_cast<std::streamsize>(numel * sizeof(float)));
   if (!out) throw Error("cannot write '" + path + "': disk full or I/O error");
 }
 

@@ -147,7 +147,8 @@ Command add_run_command(CLI::App& app) {
     for (const auto& t : outputs.tensors) {
       OutputSummary s = summarise_output(t);
       if (!args->output_dir.empty()) {
-        s.file = (std::filesystem::path(args->output_dir) / (file_name_for(t.name) + ".npy")).string();
+        s.file =
+            (std::filesystem::path(args->output_dir) / (file_name_for(t.name) + ".npy")).string();
         write_npy(s.file, t.shape, t.data.data());
       }
       summaries.push_back(s);
@@ -157,10 +158,11 @@ Command add_run_command(CLI::App& app) {
       std::string j = "{\"model\": " + json_string(args->model) +
                       ", \"threads\": " + std::to_string(engine.threads()) +
                       ", \"iterations\": " + std::to_string(args->iterations) +
-                      ", \"warmup\": " + std::to_string(args->warmup) + ", \"latency_ms\": {\"min\": " +
-                      json_number(lat.min) + ", \"median\": " + json_number(lat.median) +
-                      ", \"p90\": " + json_number(lat.p90) + ", \"mean\": " + json_number(lat.mean) +
-                      "}, \"outputs\": [";
+                      ", \"warmup\": " + std::to_string(args->warmup) +
+                      ", \"latency_ms\": {\"min\": " + json_number(lat.min) +
+                      ", \"median\": " + json_number(lat.median) +
+                      ", \"p90\": " + json_number(lat.p90) +
+                      ", \"mean\": " + json_number(lat.mean) + "}, \"outputs\": [";
       for (size_t i = 0; i < outputs.tensors.size(); ++i) {
         const auto& t = outputs.tensors[i];
         const auto& s = summaries[i];

@@ -21,7 +21,9 @@ Result<Outputs> RunHandle::wait() const {
   return *state_->result;
 }
 
-Result<Outputs> Session::run(const Inputs& inputs) { return run_async(inputs).wait(); }
+Result<Outputs> Session::run(const Inputs& inputs) {
+  return run_async(inputs).wait();
+}
 
 RunHandle Session::run_async(const Inputs& inputs,
                              std::function<void(const Result<Outputs>&)> on_done) {
@@ -36,9 +38,15 @@ Session Model::session() const {
   return s;
 }
 
-const std::vector<TensorSpec>& Model::inputs() const { return state_->input_specs; }
-const std::vector<TensorSpec>& Model::outputs() const { return state_->output_specs; }
-const std::string& Model::path() const { return state_->path; }
+const std::vector<TensorSpec>& Model::inputs() const {
+  return state_->input_specs;
+}
+const std::vector<TensorSpec>& Model::outputs() const {
+  return state_->output_specs;
+}
+const std::string& Model::path() const {
+  return state_->path;
+}
 
 Engine::Engine(const EngineOptions& options)
     : state_(std::make_shared<detail::EngineState>(scheduler::ExecutorOptions{options.threads})) {}
@@ -48,7 +56,9 @@ Engine::~Engine() {
   state_->wait_idle();
 }
 
-int32_t Engine::threads() const { return state_->executor.thread_count(); }
+int32_t Engine::threads() const {
+  return state_->executor.thread_count();
+}
 
 Result<Model> Engine::load(const std::string& path) {
   try {

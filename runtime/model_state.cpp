@@ -19,9 +19,14 @@ void build_csr(ModelState& m) {
     if (nodes[i].parent_count == 0) m.sources.push_back(i);
   }
   m.children.reserve(m.child_offsets[count]);
-  for (const auto& n : nodes) m.children.insert(m.children.end(), n.children.begin(), n.children.end());
-  m.view = scheduler::GraphView{count,          m.parent_counts.data(), m.child_offsets.data(),
-                                m.children.data(), m.depths.data(),    m.sources.data(),
+  for (const auto& n : nodes)
+    m.children.insert(m.children.end(), n.children.begin(), n.children.end());
+  m.view = scheduler::GraphView{count,
+                                m.parent_counts.data(),
+                                m.child_offsets.data(),
+                                m.children.data(),
+                                m.depths.data(),
+                                m.sources.data(),
                                 static_cast<int32_t>(m.sources.size())};
 }
 
@@ -32,7 +37,8 @@ void bind_ops(ModelState& m) {
     b.kernel = kernels::find_tile_kernel(op.type, op.kernel);
     if (b.kernel == nullptr)
       throw Error(m.path + ": op '" + op.name + "' (" + std::string(graph::op_type_name(op.type)) +
-                  ") asks for kernel '" + op.kernel + "', which this build of Tessera does not have");
+                  ") asks for kernel '" + op.kernel +
+                  "', which this build of Tessera does not have");
     b.first_operand = static_cast<uint32_t>(m.operands.size());
     for (int32_t t : op.inputs) {
       const auto& tensor = g.tensors[t];

@@ -26,9 +26,9 @@ class RunRequest final : public scheduler::Request {
         model_(std::move(model)),
         engine_(engine),
         run_(std::move(run)),
-        arena_(static_cast<std::byte*>(::operator new[](
-            std::max<uint64_t>(model_->graph.arena_bytes, kArenaAlignment),
-            std::align_val_t(kArenaAlignment)))) {
+        arena_(static_cast<std::byte*>(
+            ::operator new[](std::max<uint64_t>(model_->graph.arena_bytes, kArenaAlignment),
+                             std::align_val_t(kArenaAlignment)))) {
     // Operand views are fixed for the whole run: resolve them once, not per node.
     views_.reserve(model_->operands.size());
     for (const auto& p : model_->operands) {

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
 
   // Several requests of the same model in flight at once share the workers.
   std::vector<tessera::RunHandle> pending;
-  for (int i = 0; i < 4; ++i) pending.push_back(session.run_async({{in.name, {image.data(), in.shape}}}));
+  for (int i = 0; i < 4; ++i)
+    pending.push_back(session.run_async({{in.name, {image.data(), in.shape}}}));
   for (auto& p : pending) {
     auto r = p.wait();
     if (!r || r->tensors.at(0).data != scores.data) {

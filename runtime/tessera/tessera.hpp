@@ -45,7 +45,7 @@ class RunHandle {
  public:
   RunHandle() = default;
   bool valid() const { return state_ != nullptr; }
-  bool ready() const;          // true once the run has finished (or failed to start)
+  bool ready() const;            // true once the run has finished (or failed to start)
   Result<Outputs> wait() const;  // blocks until finished; may be called repeatedly
 
  private:

@@ -72,7 +72,9 @@ std::vector<T> decode_raw(const std::string& raw, size_t count) {
   return out;
 }
 
-std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+std::string in_quotes(const std::string& s) {
+  return "'" + s + "'";
+}
 
 class Importer {
  public:
@@ -137,12 +139,25 @@ class Importer {
   }
 
   static bool is_supported_op(const std::string& op) {
-    static const std::unordered_set<std::string> kOps = {
-        "Conv",        "Gemm",    "MatMul",   "Relu",     "Clip",
-        "Sigmoid",     "Add",     "Mul",      "MaxPool",  "AveragePool",
-        "GlobalAveragePool",      "Flatten",  "Reshape",  "Concat",
-        "Softmax",     "BatchNormalization",  "Constant", "Identity",
-        "Dropout"};
+    static const std::unordered_set<std::string> kOps = {"Conv",
+                                                         "Gemm",
+                                                         "MatMul",
+                                                         "Relu",
+                                                         "Clip",
+                                                         "Sigmoid",
+                                                         "Add",
+                                                         "Mul",
+                                                         "MaxPool",
+                                                         "AveragePool",
+                                                         "GlobalAveragePool",
+                                                         "Flatten",
+                                                         "Reshape",
+                                                         "Concat",
+                                                         "Softmax",
+                                                         "BatchNormalization",
+                                                         "Constant",
+                                                         "Identity",
+                                                         "Dropout"};
     return kOps.count(op) != 0;
   }
 
@@ -222,7 +237,8 @@ class Importer {
         break;
       default:
         fail(what + " has type " +
-             onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t.data_type())) +
+             onnx::TensorProto_DataType_Name(
+                 static_cast<onnx::TensorProto_DataType>(t.data_type())) +
              "; Tessera supports float32 tensors (and int64/bool only as constant operands)");
     }
     return c;
@@ -277,8 +293,9 @@ class Importer {
         if (in.empty() || values_.count(in) || !seen.insert(in).second) continue;
         auto p = producer.find(in);
         if (p == producer.end())
-          fail_node(g.node(i), node_names_[i],
-                    "reads " + in_quotes(in) + ", which no node, graph input or initializer produces");
+          fail_node(
+              g.node(i), node_names_[i],
+              "reads " + in_quotes(in) + ", which no node, graph input or initializer produces");
         ++missing[i];
         consumers[p->second].push_back(i);
       }
@@ -384,8 +401,7 @@ class Importer {
   }
 
   const Value& input(const onnx::NodeProto& node, const std::string& name, int i) const {
-    if (!has_input(node, i))
-      fail_node(node, name, "input " + std::to_string(i) + " is missing");
+    if (!has_input(node, i)) fail_node(node, name, "input " + std::to_string(i) + " is missing");
     return values_.at(node.input(i));
   }
 
@@ -395,8 +411,7 @@ class Importer {
   void require_only_first_output(const onnx::NodeProto& node, const std::string& name,
                                  const std::string& why) const {
     for (int i = 1; i < node.output_size(); ++i)
-      if (!node.output(i).empty() && used_names_.count(node.output(i)))
-        fail_node(node, name, why);
+      if (!node.output(i).empty() && used_names_.count(node.output(i))) fail_node(node, name, why);
   }
 
   const onnx::AttributeProto* find_attr(const onnx::NodeProto& node, const std::string& key) const {
@@ -474,8 +489,9 @@ class Importer {
     if (auto_pad == "NOTSET") return pads;
     const bool explicit_pads = std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p; });
     if (explicit_pads)
-      fail_node(node, name, "attributes 'pads' and auto_pad " + in_quotes(auto_pad) +
-                                " cannot be used together");
+      fail_node(
+          node, name,
+          "attributes 'pads' and auto_pad " + in_quotes(auto_pad) + " cannot be used together");
     if (auto_pad == "VALID") return {0, 0, 0, 0};
     if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
       fail_node(node, name, "attribute auto_pad = " + in_quotes(auto_pad) + " is not supported");
@@ -501,17 +517,16 @@ class Importer {
                 what + " (input " + in_quotes(node.input(i)) +
                     ") must be a constant (an initializer or Constant node)");
     const Constant& c = *v.constant;
-    if (graph::shape_numel(c.shape) != 1)
-      fail_node(node, name, what + " must be a scalar");
+    if (graph::shape_numel(c.shape) != 1) fail_node(node, name, what + " must be a scalar");
     return c.dtype == DType::Float32 ? c.floats[0] : static_cast<float>(c.ints[0]);
   }
 
   int64_t normalise_axis(const onnx::NodeProto& node, const std::string& name, int64_t axis,
                          int64_t rank) const {
     if (axis < -rank || axis >= rank)
-      fail_node(node, name,
-                "axis " + std::to_string(axis) + " is out of range for rank " +
-                    std::to_string(rank));
+      fail_node(
+          node, name,
+          "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
     return axis < 0 ? axis + rank : axis;
   }
 
@@ -539,8 +554,8 @@ class Importer {
         o.attrs.strides = spatial_attr(node, name, "strides", {1, 1});
         o.attrs.dilations = spatial_attr(node, name, "dilations", {1, 1});
         o.attrs.group = attr_int(node, name, "group", 1);
-        o.attrs.pads = resolve_pads(node, name, x, o.attrs.kernel_shape, o.attrs.strides,
-                                    o.attrs.dilations);
+        o.attrs.pads =
+            resolve_pads(node, name, x, o.attrs.kernel_shape, o.attrs.strides, o.attrs.dilations);
         data_inputs = has_input(node, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
         break;
       }
@@ -588,8 +603,8 @@ class Importer {
         o.attrs.kernel_shape = spatial_attr(node, name, "kernel_shape", {});
         o.attrs.strides = spatial_attr(node, name, "strides", {1, 1});
         o.attrs.ceil_mode = attr_int(node, name, "ceil_mode", 0) != 0;
-        o.attrs.pads = resolve_pads(node, name, x, o.attrs.kernel_shape, o.attrs.strides,
-                                    o.attrs.dilations);
+        o.attrs.pads =
+            resolve_pads(node, name, x, o.attrs.kernel_shape, o.attrs.strides, o.attrs.dilations);
         data_inputs = {0};
         break;
       }
@@ -599,9 +614,9 @@ class Importer {
         int64_t axis = attr_int(node, name, "axis", 1);
         // Flatten's axis may equal the rank (everything in the first dim).
         if (axis < -rank || axis > rank)
-          fail_node(node, name,
-                    "axis " + std::to_string(axis) + " is out of range for rank " +
-                        std::to_string(rank));
+          fail_node(
+              node, name,
+              "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
         if (axis < 0) axis += rank;
         o.attrs.axis = axis;
         int64_t outer = 1, inner = 1;
@@ -709,8 +724,7 @@ class Importer {
   }
 
   void import_constant(const onnx::NodeProto& node, const std::string& name) {
-    if (node.attribute_size() != 1)
-      fail_node(node, name, "needs exactly one value attribute");
+    if (node.attribute_size() != 1) fail_node(node, name, "needs exactly one value attribute");
     const auto& a = node.attribute(0);
     auto c = std::make_shared<Constant>();
     if (a.name() == "value") {
@@ -809,8 +823,7 @@ class Importer {
       }
     }
     onnx::NodeProto node_copy = node;
-    onnx::shape_inference::InferenceContextImpl context(node_copy, types_by_name, data_by_name,
-                                                        {});
+    onnx::shape_inference::InferenceContextImpl context(node_copy, types_by_name, data_by_name, {});
     try {
       schema->GetTypeAndShapeInferenceFunction()(context);
     } catch (const std::exception& e) {
@@ -873,8 +886,7 @@ class Importer {
     const auto kernel = kernels::find_tile_kernel(o.type, "reference");
     if (!kernel) fail_node(node, name, "cannot fold constants: no reference kernel");
     std::vector<kernels::ConstTensorView> views;
-    for (const Value* v : ins)
-      views.push_back({v->constant->floats.data(), &v->constant->shape});
+    for (const Value* v : ins) views.push_back({v->constant->floats.data(), &v->constant->shape});
     c->floats.assign(static_cast<size_t>(graph::shape_numel(out_shape)), 0.0f);
     const graph::Region region = graph::Region::whole(out_shape);
     kernels::TileArgs args;
@@ -898,7 +910,8 @@ class Importer {
 
 }  // namespace
 
-graph::Graph import_onnx_bytes(const void* data, size_t size, const std::string& origin_for_errors) {
+graph::Graph import_onnx_bytes(const void* data, size_t size,
+                               const std::string& origin_for_errors) {
   onnx::ModelProto model;
   if (size > static_cast<size_t>(INT_MAX) || !model.ParseFromArray(data, static_cast<int>(size)))
     throw Error(origin_for_errors + ": not a valid ONNX model (protobuf parse failed)");

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "graph/error.hpp"
@@ -52,9 +53,16 @@ std::string printable(std::string_view s) {
 
 std::string string_of(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
+// Copies bytewise: the verifier of FlatBuffers 2.0 only checks a vector's
+// length prefix for 4-byte alignment, so the int64 elements of a corrupt file's
+// [long] vector may be misaligned and must not be loaded in place.
 template <typename T>
 std::vector<T> vector_of(const flatbuffers::Vector<T>* v) {
-  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+  static_assert(std::is_arithmetic_v<T>);
+  if (!v || v->size() == 0) return {};
+  std::vector<T> out(v->size());
+  std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  return out;
 }
 
 // Owns what the weight spans point into: the file image, plus copies of any

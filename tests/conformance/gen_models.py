@@ -268,7 +268,10 @@ def gen_pool(rng, idx: int, op: str) -> Case:
   attrs["ceil_mode"] = ceil_mode
   if op == "AveragePool":
     attrs["count_include_pad"] = (idx // 2) % 2
-  if idx % 5 == 4:
+  # auto_pad with dilations is left out: ONNX Runtime sizes that output wrongly (a 3x13 input,
+  # kernel 2x4, strides 2, dilations 1x3, SAME_UPPER gives width 4; the spec and onnx.reference
+  # give ceil(13/2) = 7), so it cannot serve as the reference there.
+  if idx % 5 == 4 and "dilations" not in attrs:
     attrs["auto_pad"] = str(rng.choice(["SAME_UPPER", "SAME_LOWER", "VALID"]))
     pads = [0, 0, 0, 0]
   else:

@@ -36,8 +36,10 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 const std::string& model_dir() {
   static const std::string dir = [] {
     unsigned seed = std::random_device{}();
-    if (const char* s = std::getenv("TESSERA_TEST_SEED")) seed = static_cast<unsigned>(std::stoul(s));
-    std::cout << "test_onnx_importer: model seed " << seed << " (set TESSERA_TEST_SEED to repeat)" << std::endl;
+    if (const char* s = std::getenv("TESSERA_TEST_SEED"))
+      seed = static_cast<unsigned>(std::stoul(s));
+    std::cout << "test_onnx_importer: model seed " << seed << " (set TESSERA_TEST_SEED to repeat)"
+              << std::endl;
     const std::string out = TESSERA_ONNX_MODEL_DIR;
     const std::string cmd = std::string("mkdir -p '") + out + "' && '" + TESSERA_TEST_PYTHON +
                             "' '" + TESSERA_ONNX_MODEL_SCRIPT + "' '" + out + "' " +
@@ -48,7 +50,9 @@ const std::string& model_dir() {
   return dir;
 }
 
-std::string path_of(const std::string& model) { return model_dir() + "/" + model + ".onnx"; }
+std::string path_of(const std::string& model) {
+  return model_dir() + "/" + model + ".onnx";
+}
 
 using Expect = std::map<std::string, std::vector<double>>;
 
@@ -67,7 +71,9 @@ Expect read_expect(const std::string& model) {
   return e;
 }
 
-std::vector<int64_t> ints(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+std::vector<int64_t> ints(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
 
 // Structural invariants every imported graph must satisfy.
 void check_well_formed(const Graph& g) {
@@ -85,7 +91,8 @@ void check_well_formed(const Graph& g) {
   for (size_t i = 0; i < g.tensors.size(); ++i)
     if (g.tensors[i].is_weight) ready[i] = true;
   for (const auto& op : g.ops) {
-    for (int32_t in : op.inputs) CHECK_MESSAGE(ready[in], op.name << " reads a tensor not yet made");
+    for (int32_t in : op.inputs)
+      CHECK_MESSAGE(ready[in], op.name << " reads a tensor not yet made");
     REQUIRE(op.outputs.size() == 1);
     CHECK_FALSE(ready[op.outputs[0]]);
     ready[op.outputs[0]] = true;
@@ -106,7 +113,9 @@ const Operator& op_named(const Graph& g, const std::string& name) {
   throw std::logic_error("unreachable");
 }
 
-const Shape& out_shape(const Graph& g, const Operator& op) { return g.tensors[op.outputs[0]].shape; }
+const Shape& out_shape(const Graph& g, const Operator& op) {
+  return g.tensors[op.outputs[0]].shape;
+}
 
 const tessera::graph::TensorInfo& input_tensor(const Graph& g, const Operator& op, size_t i) {
   return g.tensors[op.inputs.at(i)];
@@ -150,7 +159,8 @@ TEST_CASE("Conv with explicit attributes; raw_data weights; a newer ir_version i
   CHECK(w.is_weight);
   CHECK(w.shape == Shape{5, 3, 3, 3});
   REQUIRE(w.weight.size() == e.at("w").size());
-  for (size_t i = 0; i < w.weight.size(); ++i) CHECK(w.weight[i] == static_cast<float>(e.at("w")[i]));
+  for (size_t i = 0; i < w.weight.size(); ++i)
+    CHECK(w.weight[i] == static_cast<float>(e.at("w")[i]));
   CHECK(input_tensor(g, op, 2).shape == Shape{5});
   CHECK(out_shape(g, op) == ints(e.at("out_shape")));
   REQUIRE(g.outputs.size() == 1);
@@ -402,7 +412,8 @@ TEST_CASE("Unsorted nodes, initializer listed as input, Identity/Dropout aliases
 
 TEST_CASE("Unsupported ops are named with node, op and opset") {
   CHECK(import_error("unsupported_lstm") ==
-        path_of("unsupported_lstm") + ": node 'conv3' (op 'LSTM', opset 13) is not supported by Tessera");
+        path_of("unsupported_lstm") +
+            ": node 'conv3' (op 'LSTM', opset 13) is not supported by Tessera");
   CHECK(import_error("unsupported_unnamed") ==
         path_of("unsupported_unnamed") +
             ": node 'Tanh_0' (op 'Tanh', opset 12) is not supported by Tessera");

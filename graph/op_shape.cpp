@@ -83,8 +83,13 @@ std::vector<int64_t> spatial_output(const Operator& op, const Shape& x, bool cei
     if (d < 1 || d > kMaxDim) fail(op, "dilations must be >= 1, got " + std::to_string(d));
     if (pb < 0 || pe < 0 || pb > kMaxDim || pe > kMaxDim)
       fail(op, "pads must be >= 0, got " + std::to_string(pb) + "," + std::to_string(pe));
-    int64_t extent = (k - 1) * d + 1;
     int64_t h = x[2 + i];
+    // (k - 1) * d could overflow for hostile values; no valid extent exceeds
+    // the padded input (< 3 * 2^40).
+    if (k > 1 && d > (4 * kMaxDim) / (k - 1))
+      fail(op,
+           "kernel extent is larger than the padded input along spatial dim " + std::to_string(i));
+    int64_t extent = (k - 1) * d + 1;
     int64_t span = h + pb + pe - extent;
     if (span < 0)
       fail(op, "kernel extent " + std::to_string(extent) + " is larger than the padded input " +
@@ -96,10 +101,16 @@ std::vector<int64_t> spatial_output(const Operator& op, const Shape& x, bool cei
     if (require_tap_in_window) {
       // A pool window lying entirely in padding has nothing to reduce
       // (AveragePool would divide by zero).
-      for (int64_t p = 0; p < o; ++p) {
+      // A window starting inside the input reads its first tap; one starting
+      // past it reads nothing (only the last can, as starts increase); one
+      // starting in the left padding is checked tap-wise in O(1).
+      if ((o - 1) * s - pb >= h)
+        fail(op, "output position " + std::to_string(o - 1) + " along spatial dim " +
+                     std::to_string(i) + " has a window that lies entirely in the padding");
+      for (int64_t p = 0; p < o && p * s - pb < 0; ++p) {
         int64_t start = p * s - pb;
-        bool hit = false;
-        for (int64_t j = 0; j < k && !hit; ++j) hit = start + j * d >= 0 && start + j * d < h;
+        int64_t first_tap = (-start + d - 1) / d;  // first tap index landing at >= 0
+        bool hit = first_tap < k && start + first_tap * d < h;
         if (!hit)
           fail(op, "output position " + std::to_string(p) + " along spatial dim " +
                        std::to_string(i) + " has a window that lies entirely in the padding");
@@ -117,7 +128,8 @@ Shape conv_shape(const Operator& op, const std::vector<Shape>& in) {
   check_rank(op, x, 4, "input X");
   check_rank(op, w, 4, "weight W");
   const OpAttributes& a = op.attrs;
-  if (a.group < 1) fail(op, "group must be >= 1, got " + std::to_string(a.group));
+  if (a.group < 1 || a.group > x[1])
+    fail(op, "group must be >= 1 and <= the input channels, got " + std::to_string(a.group));
   int64_t m = w[0];
   if (x[1] != w[1] * a.group)
     fail(op, "input channels " + std::to_string(x[1]) + " != weight channels " +

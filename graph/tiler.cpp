@@ -46,6 +46,41 @@ int64_t op_work(const Operator& op, const std::vector<Shape>& in, const Shape& o
   }
 }
 
+// Ops that do a little work per output element and read their inputs at the
+// same positions: they would get one tile by their own work, turning every
+// residual Add or Relu into a join of all paths. They take the tile count of
+// their heaviest producer instead, so their tiles line up with its tiles.
+bool follows_producer_tiling(OpType t) {
+  switch (t) {
+    case OpType::Relu:
+    case OpType::Clip:
+    case OpType::Sigmoid:
+    case OpType::Add:
+    case OpType::Mul:
+    case OpType::BatchNormalization:
+    case OpType::Concat:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t tiling_work(const Graph& graph, const std::vector<int32_t>& producer, int32_t op_index,
+                    std::vector<int64_t>& memo) {
+  int64_t& cached = memo[static_cast<size_t>(op_index)];
+  if (cached >= 0) return cached;
+  const Operator& op = graph.ops[static_cast<size_t>(op_index)];
+  const Shape& out = graph.tensors[static_cast<size_t>(op.outputs[0])].shape;
+  int64_t work = op_work(op, input_shapes(graph, op), out);
+  if (follows_producer_tiling(op.type))
+    for (int32_t t : op.inputs) {
+      const int32_t p = producer[static_cast<size_t>(t)];
+      if (p >= 0 && p < op_index) work = std::max(work, tiling_work(graph, producer, p, memo));
+    }
+  cached = work;
+  return work;
+}
+
 // Dims of the output that may be cut: everything but the softmax axis (and
 // the trailing dims it normalises jointly when coerce_2d).
 std::vector<bool> splittable_dims(const Operator& op, const Shape& out) {
@@ -80,7 +115,12 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
   if (wanted <= 0) {
     int64_t threads =
         options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-    wanted = std::clamp<int64_t>(op_work(op, in, out) / kMinWorkPerTile, 1, 2 * threads);
+    std::vector<int32_t> producer(graph.tensors.size(), -1);
+    for (size_t i = 0; i < graph.ops.size(); ++i)
+      producer[static_cast<size_t>(graph.ops[i].outputs[0])] = static_cast<int32_t>(i);
+    std::vector<int64_t> memo(graph.ops.size(), -1);
+    const int64_t work = tiling_work(graph, producer, op_index, memo);
+    wanted = std::clamp<int64_t>(work / kMinWorkPerTile, 1, 2 * threads);
   }
 
   Region whole = Region::whole(out);

@@ -1,7 +1,9 @@
 #include "runtime/run_request.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <new>
 #include <string>
 
@@ -52,12 +54,35 @@ class RunRequest final : public scheduler::Request {
     args.output = kernels::TensorView{reinterpret_cast<float*>(arena_.get() + b.output_offset),
                                       b.output_shape};
     args.region = &n.region;
-    b.kernel(args);
+    // Kernels check their arguments and throw on a call the verifier should
+    // have made impossible; the run then fails with that message instead of
+    // taking the process down. Later nodes still run (on stale data) so that
+    // the request completes and its memory is released.
+    try {
+      b.kernel(args);
+    } catch (const std::exception& e) {
+      record_failure(e.what());
+    }
+  }
+
+  void record_failure(const char* what) noexcept {
+    bool expected = false;
+    if (failed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+      try {
+        failure_ = what;
+      } catch (...) {
+      }
+    }
   }
 
   void on_complete() noexcept override {
     // Copy the outputs out before the arena goes away with this request.
     Outputs outputs;
+    if (failed_.load(std::memory_order_acquire)) {
+      run_->finish(ErrorInfo{model_->path + ": " + failure_});
+      finish_request();
+      return;
+    }
     try {
       for (int32_t t : model_->graph.outputs) {
         const auto& tensor = model_->graph.tensors[t];
@@ -70,6 +95,10 @@ class RunRequest final : public scheduler::Request {
     } catch (const std::bad_alloc&) {
       run_->finish(ErrorInfo{"out of memory while copying the outputs"});
     }
+    finish_request();
+  }
+
+  void finish_request() noexcept {
     EngineState* engine = engine_;
     delete this;
     engine->end_run();  // last: the engine may be destroyed once this returns
@@ -81,6 +110,8 @@ class RunRequest final : public scheduler::Request {
   std::shared_ptr<RunState> run_;
   std::unique_ptr<std::byte[], ArenaDeleter> arena_;
   std::vector<kernels::ConstTensorView> views_;
+  std::atomic<bool> failed_{false};
+  std::string failure_;  // written once, by the thread that set failed_
 };
 
 std::string names_of(const std::vector<TensorSpec>& specs) {

@@ -16,7 +16,8 @@ void batch_normalization(const TileArgs& args) {
   const int64_t channels = shape[1];
   for (size_t i = 1; i < 5; ++i)
     if (*args.inputs[i].shape != graph::Shape{channels})
-      fail(args, "input " + std::to_string(i) + " " + graph::shape_to_string(*args.inputs[i].shape) +
+      fail(args, "input " + std::to_string(i) + " " +
+                     graph::shape_to_string(*args.inputs[i].shape) +
                      " is not [C] with C = " + std::to_string(channels));
   const float* x = args.inputs[0].data;
   const float* scale = args.inputs[1].data;

@@ -17,8 +17,8 @@ void conv(const TileArgs& args) {
   const size_t rank = x_shape.size();
   if ((rank != 3 && rank != 4) || w_shape.size() != rank || y_shape.size() != rank)
     fail(args, "only 1-D and 2-D convolutions are supported (input " +
-                   graph::shape_to_string(x_shape) + ", weight " +
-                   graph::shape_to_string(w_shape) + ")");
+                   graph::shape_to_string(x_shape) + ", weight " + graph::shape_to_string(w_shape) +
+                   ")");
   const bool is_1d = rank == 3;
   const int64_t batch = x_shape[0], channels = x_shape[1];
   const int64_t in_h = is_1d ? 1 : x_shape[2], in_w = x_shape[rank - 1];
@@ -75,7 +75,14 @@ void conv(const TileArgs& args) {
               const int64_t shift = kw * dilation_w - pad_left;
               const int64_t lo = std::max(ow_begin, ceil_div(-shift, stride_w));
               const int64_t hi = std::min(ow_end, floor_div(in_w - 1 - shift, stride_w) + 1);
-              for (int64_t ow = lo; ow < hi; ++ow) row[ow] += weight * in_row[ow * stride_w + shift];
+              if (stride_w == 1 && lo < hi) {  // unit stride: a loop the compiler vectorises
+                const float* src = in_row + lo + shift;  // lo + shift >= 0
+                float* dst = row + lo;
+                for (int64_t i = 0; i < hi - lo; ++i) dst[i] += weight * src[i];
+              } else {
+                for (int64_t ow = lo; ow < hi; ++ow)
+                  row[ow] += weight * in_row[ow * stride_w + shift];
+              }
             }
           }
         }

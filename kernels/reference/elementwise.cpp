@@ -50,25 +50,25 @@ void binary_tile(const TileArgs& args, Fn&& fn) {
   const float* a = args.inputs[0].data;
   const float* b = args.inputs[1].data;
   float* out = args.output.data;
-  for_each_row<3>(
-      *args.region, {out_strides.data(), a_strides.data(), b_strides.data()},
-      [&](const int64_t*, const std::array<int64_t, 3>& offsets, int64_t length) {
-        float* dst = out + offsets[0];
-        const float* pa = a + offsets[1];
-        const float* pb = b + offsets[2];
-        // The common cases get stride-free loops the compiler can vectorise.
-        if (a_step == 1 && b_step == 1) {
-          for (int64_t i = 0; i < length; ++i) dst[i] = fn(pa[i], pb[i]);
-        } else if (a_step == 1 && b_step == 0) {
-          const float vb = *pb;
-          for (int64_t i = 0; i < length; ++i) dst[i] = fn(pa[i], vb);
-        } else if (a_step == 0 && b_step == 1) {
-          const float va = *pa;
-          for (int64_t i = 0; i < length; ++i) dst[i] = fn(va, pb[i]);
-        } else {
-          for (int64_t i = 0; i < length; ++i) dst[i] = fn(pa[i * a_step], pb[i * b_step]);
-        }
-      });
+  for_each_row<3>(*args.region, {out_strides.data(), a_strides.data(), b_strides.data()},
+                  [&](const int64_t*, const std::array<int64_t, 3>& offsets, int64_t length) {
+                    float* dst = out + offsets[0];
+                    const float* pa = a + offsets[1];
+                    const float* pb = b + offsets[2];
+                    // The common cases get stride-free loops the compiler can vectorise.
+                    if (a_step == 1 && b_step == 1) {
+                      for (int64_t i = 0; i < length; ++i) dst[i] = fn(pa[i], pb[i]);
+                    } else if (a_step == 1 && b_step == 0) {
+                      const float vb = *pb;
+                      for (int64_t i = 0; i < length; ++i) dst[i] = fn(pa[i], vb);
+                    } else if (a_step == 0 && b_step == 1) {
+                      const float va = *pa;
+                      for (int64_t i = 0; i < length; ++i) dst[i] = fn(va, pb[i]);
+                    } else {
+                      for (int64_t i = 0; i < length; ++i)
+                        dst[i] = fn(pa[i * a_step], pb[i * b_step]);
+                    }
+                  });
 }
 
 }  // namespace

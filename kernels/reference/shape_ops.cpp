@@ -26,9 +26,13 @@ void reinterpret_tile(const TileArgs& args) {
 
 }  // namespace
 
-void flatten(const TileArgs& args) { reinterpret_tile(args); }
+void flatten(const TileArgs& args) {
+  reinterpret_tile(args);
+}
 
-void reshape(const TileArgs& args) { reinterpret_tile(args); }
+void reshape(const TileArgs& args) {
+  reinterpret_tile(args);
+}
 
 void concat(const TileArgs& args) {
   check_tile_args(args, 1, SIZE_MAX);
@@ -36,7 +40,8 @@ void concat(const TileArgs& args) {
   const size_t rank = out_shape.size();
   const int64_t axis = args.op->attrs.axis;
   if (axis < 0 || static_cast<size_t>(axis) >= rank)
-    fail(args, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    fail(args,
+         "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   // starts[i]: where input i begins along the axis of the output.
   std::vector<int64_t> starts(args.input_count + 1, 0);
   for (size_t i = 0; i < args.input_count; ++i) {
@@ -57,31 +62,32 @@ void concat(const TileArgs& args) {
   const std::vector<int64_t> out_strides = graph::shape_strides(out_shape);
   const size_t last = rank - 1;
   float* out = args.output.data;
-  for_each_row<1>(*args.region, {out_strides.data()},
-                  [&](const int64_t* index, const std::array<int64_t, 1>& offsets, int64_t length) {
-                    // Split the row at input boundaries (only when the axis is the last dim).
-                    int64_t pos = index[axis];
-                    const int64_t row_end = static_cast<size_t>(axis) == last ? pos + length : pos + 1;
-                    float* dst = out + offsets[0];
-                    size_t i = std::upper_bound(starts.begin(), starts.end(), pos) - starts.begin() - 1;
-                    while (pos < row_end) {
-                      const int64_t seg_end = std::min(row_end, starts[i + 1]);
-                      const int64_t size_axis = starts[i + 1] - starts[i];
-                      // Offset in input i of the element at output index with axis pos.
-                      int64_t outer_offset = 0;
-                      for (size_t d = 0; d < static_cast<size_t>(axis); ++d)
-                        outer_offset = outer_offset * out_shape[d] + index[d];
-                      int64_t rest = 0;
-                      for (size_t d = axis + 1; d < rank; ++d) rest = rest * out_shape[d] + index[d];
-                      const float* src = args.inputs[i].data + outer_offset * size_axis * inner +
-                                         (pos - starts[i]) * inner + rest;
-                      const int64_t count = static_cast<size_t>(axis) == last ? seg_end - pos : length;
-                      std::copy(src, src + count, dst);
-                      dst += count;
-                      pos = seg_end;
-                      ++i;
-                    }
-                  });
+  for_each_row<1>(
+      *args.region, {out_strides.data()},
+      [&](const int64_t* index, const std::array<int64_t, 1>& offsets, int64_t length) {
+        // Split the row at input boundaries (only when the axis is the last dim).
+        int64_t pos = index[axis];
+        const int64_t row_end = static_cast<size_t>(axis) == last ? pos + length : pos + 1;
+        float* dst = out + offsets[0];
+        size_t i = std::upper_bound(starts.begin(), starts.end(), pos) - starts.begin() - 1;
+        while (pos < row_end) {
+          const int64_t seg_end = std::min(row_end, starts[i + 1]);
+          const int64_t size_axis = starts[i + 1] - starts[i];
+          // Offset in input i of the element at output index with axis pos.
+          int64_t outer_offset = 0;
+          for (size_t d = 0; d < static_cast<size_t>(axis); ++d)
+            outer_offset = outer_offset * out_shape[d] + index[d];
+          int64_t rest = 0;
+          for (size_t d = axis + 1; d < rank; ++d) rest = rest * out_shape[d] + index[d];
+          const float* src = args.inputs[i].data + outer_offset * size_axis * inner +
+                             (pos - starts[i]) * inner + rest;
+          const int64_t count = static_cast<size_t>(axis) == last ? seg_end - pos : length;
+          std::copy(src, src + count, dst);
+          dst += count;
+          pos = seg_end;
+          ++i;
+        }
+      });
 }
 
 }  // namespace tessera::kernels::reference

@@ -38,7 +38,8 @@ void softmax(const TileArgs& args) {
   const size_t rank = shape.size();
   const int64_t axis = args.op->attrs.axis;
   if (rank == 0 || axis < 0 || static_cast<size_t>(axis) >= rank)
-    fail(args, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    fail(args,
+         "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   const graph::Region& r = *args.region;
   if (r.empty()) return;
   const std::vector<int64_t> strides = graph::shape_strides(shape);

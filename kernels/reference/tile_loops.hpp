@@ -39,8 +39,12 @@ inline void check_tile_args(const TileArgs& args, size_t min_inputs, size_t max_
 }
 
 // Integer division rounding toward -inf / +inf; b > 0.
-inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+inline int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
 
 // The i-th entry of an attribute list, or `fallback` when the list is short
 // (the importer normalises attributes; this only guards hand-built operators).

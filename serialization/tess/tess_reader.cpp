@@ -173,16 +173,20 @@ class TessLoader {
       graph::CompiledTensor& t = graph_.tensors[i];
       t.name = string_of(ft->name());
       t.shape = vector_of(ft->shape());
-      int64_t numel = 1;
+      // The product of the non-zero dimensions is capped, not just the
+      // numel: then no prefix product that graph::shape_numel or a kernel
+      // forms (e.g. [2^40, 2^40, 0]) can overflow either.
+      int64_t nonzero_product = 1;
       for (int64_t d : t.shape) {
         if (d < 0)
           fail(tensor_label(i) + " has negative dimension " + std::to_string(d) + " in shape " +
                graph::shape_to_string(t.shape));
-        // Checked before multiplying, so numel never exceeds 2^40 * 2^40.
-        if (d > kTessMaxTensorElements || (numel *= d) > kTessMaxTensorElements)
+        if (d != 0 && nonzero_product > kTessMaxTensorElements / d)
           fail(tensor_label(i) + " has shape " + graph::shape_to_string(t.shape) +
                ", more than 2^40 elements");
+        if (d != 0) nonzero_product *= d;
       }
+      int64_t numel = graph::shape_numel(t.shape);
       auto dtype = static_cast<uint8_t>(ft->dtype());
       if (dtype > static_cast<uint8_t>(graph::DType::Bool))
         fail(tensor_label(i) + " has unknown dtype " + std::to_string(dtype));

@@ -253,9 +253,14 @@ def main() -> int:
                for label, path in truncation_jobs(tess_bytes, rng, work)]
     futures += [pool.submit(run_flipped, tessera, tess_bytes, args.seed, i, fdir)
                 for i in range(args.flips)]
+    flip_outcomes = {"run": [0, 0], "inspect": [0, 0]}  # [exit 0, clean failure]
     for future in futures:
       for label, argv, problem, proc in future.result():
         results.check(label, argv, problem, proc)
+        if label.startswith("(b)") and problem is None:
+          flip_outcomes[argv[1]][0 if proc.returncode == 0 else 1] += 1
+  for command, (ok, refused) in flip_outcomes.items():
+    print(f"(b) {command}: {ok} flipped files accepted, {refused} refused cleanly", flush=True)
   print(f"(a)+(b) done in {time.monotonic() - started:.1f} s", flush=True)
 
   # (c) unsupported ops: the error names the node, the op type and the opset.

@@ -54,6 +54,8 @@ TEST_CASE("Conv errors") {
   expect_error(conv, {{1, 6, 8, 8}, {5, 3, 3, 3}}, "not divisible by group");
   conv.attrs.group = 0;
   expect_error(conv, {{1, 3, 8, 8}, {8, 3, 3, 3}}, "group must be >= 1");
+  conv.attrs.group = int64_t{1} << 62;  // would overflow C / group arithmetic
+  expect_error(conv, {{1, 3, 8, 8}, {8, 3, 3, 3}}, "group");
   conv.attrs.group = 1;
   expect_error(conv, {{1, 3, 8, 8}, {8, 3, 3, 3}, {7}}, "bias");
   expect_error(conv, {{1, 3, 8, 8}}, "inputs");
@@ -75,6 +77,9 @@ TEST_CASE("Conv errors") {
   conv.attrs.pads = {0, 0, 0, 0};
   conv.attrs.dilations = {4, 1};  // extent 9 > 8
   expect_error(conv, {{1, 3, 8, 8}, {8, 3, 3, 3}}, "kernel extent");
+  conv.attrs.dilations = {int64_t{1} << 39, 1};  // (k-1)*d would overflow in int64 if unchecked
+  conv.attrs.kernel_shape = {int64_t{1} << 30, 3};
+  expect_error(conv, {{1, 3, 8, 8}, {8, 3, int64_t{1} << 30, 3}}, "kernel extent");
 }
 
 TEST_CASE("Pool output shape: floor, ceil_mode and the last-window rule") {
@@ -99,6 +104,14 @@ TEST_CASE("Pool output shape: floor, ceil_mode and the last-window rule") {
   auto bad =
       make_op(OpType::AveragePool, spatial_attrs({1, 1}, {1, 1}, {1, 0, 0, 0}, {1, 1}), "pb");
   expect_error(bad, {{1, 1, 3, 3}}, "padding");
+  bad.attrs.pads = {0, 0, 2, 0};  // windows 3, 4 lie in the end padding
+  expect_error(bad, {{1, 1, 3, 3}}, "padding");
+  // Dilation 3, k 2, pad 2 on H=2: window 0 taps -2 and 1: hits row 1.
+  bad.attrs = spatial_attrs({2, 1}, {1, 1}, {2, 0, 0, 0}, {3, 1});
+  CHECK(infer_output_shape(bad, {{1, 1, 2, 3}}) == Shape{1, 1, 1, 3});
+  // Dilation 3, k 2, pad 1 on H=1: window 0 taps -1 and 2: both outside.
+  bad.attrs.pads = {1, 0, 2, 0};
+  expect_error(bad, {{1, 1, 1, 3}}, "padding");
   expect_error(pool, {{1, 1, 5}}, "rank 4");
 }
 

@@ -70,8 +70,12 @@ inline graph::Operator make_op(OpType type) {
 }
 
 // A NaN with a payload no kernel produces: marks "never written".
-inline float sentinel() { return std::bit_cast<float>(uint32_t{0x7fa5a5a5}); }
-inline bool is_sentinel(float v) { return std::bit_cast<uint32_t>(v) == 0x7fa5a5a5u; }
+inline float sentinel() {
+  return std::bit_cast<float>(uint32_t{0x7fa5a5a5});
+}
+inline bool is_sentinel(float v) {
+  return std::bit_cast<uint32_t>(v) == 0x7fa5a5a5u;
+}
 
 inline std::vector<ConstTensorView> views(const std::vector<Tensor>& inputs) {
   std::vector<ConstTensorView> v;
@@ -110,9 +114,8 @@ inline std::string describe(const graph::Operator& op, const std::vector<Tensor>
   const graph::OpAttributes& a = op.attrs;
   s << " -> " << list(out_shape) << " kernel" << list(a.kernel_shape) << " strides"
     << list(a.strides) << " pads" << list(a.pads) << " dilations" << list(a.dilations) << " group "
-    << a.group << " axis " << a.axis << " trans " << a.trans_a << a.trans_b
-    << " count_include_pad " << a.count_include_pad << " ceil " << a.ceil_mode << " coerce "
-    << a.softmax_coerce_2d;
+    << a.group << " axis " << a.axis << " trans " << a.trans_a << a.trans_b << " count_include_pad "
+    << a.count_include_pad << " ceil " << a.ceil_mode << " coerce " << a.softmax_coerce_2d;
   return s.str();
 }
 
@@ -184,7 +187,8 @@ inline void check_tiling(TileKernel kernel, const graph::Operator& op,
         if (inside) {
           if (std::bit_cast<uint32_t>(out[flat]) != std::bit_cast<uint32_t>(whole[flat]))
             ++wrong_inside;
-          if (!is_sentinel(assembled[flat])) FAIL_CHECK("tiling covers element " << flat << " twice");
+          if (!is_sentinel(assembled[flat]))
+            FAIL_CHECK("tiling covers element " << flat << " twice");
           assembled[flat] = out[flat];
         } else if (!is_sentinel(out[flat])) {
           ++written_outside;

@@ -100,9 +100,8 @@ TEST_CASE("Conv reference: hand-computed 3x3 input, 2x2 kernel") {
   op.attrs.strides = {1, 1};
   op.attrs.dilations = {1, 1};
   op.attrs.pads = {0, 0, 0, 0};
-  std::vector<Tensor> in{{{1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}},
-                         {{1, 1, 2, 2}, {1, 0, 0, 1}},
-                         {{1}, {1}}};
+  std::vector<Tensor> in{
+      {{1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}, {{1, 1, 2, 2}, {1, 0, 0, 1}}, {{1}, {1}}};
   const TileKernel k = find_tile_kernel(OpType::Conv, "reference");
   CHECK(run_whole(k, op, in, {1, 1, 2, 2}) == std::vector<float>{7, 9, 13, 15});
 

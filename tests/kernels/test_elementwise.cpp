@@ -18,7 +18,9 @@ TEST_CASE("Relu, Sigmoid, Clip reference: random shapes vs formula; tiling") {
     const uint64_t seed = base_seed() + 5000 + trial;
     INFO("seed " << seed << " (set TESSERA_TEST_SEED to replay)");
     Rng rng(seed);
-    const OpType type = trial % 3 == 0 ? OpType::Relu : trial % 3 == 1 ? OpType::Sigmoid : OpType::Clip;
+    const OpType type = trial % 3 == 0   ? OpType::Relu
+                        : trial % 3 == 1 ? OpType::Sigmoid
+                                         : OpType::Clip;
     graph::Operator op = make_op(type);
     const Shape shape = random_shape(rng, 5);
     Tensor x = random_tensor(shape, rng);

@@ -141,10 +141,8 @@ TEST_CASE("MatMul reference: hand-computed cases") {
   // [1,2,3] . [4,5,6] = 4 + 10 + 18 = 32, a rank-0 output.
   CHECK(run_whole(k, op, {{{3}, {1, 2, 3}}, {{3}, {4, 5, 6}}}, {}) == std::vector<float>{32});
   // [[1,2],[3,4]] x [1,1] = [3, 7]; [1,1] x [[1,2],[3,4]] = [4, 6].
-  CHECK(run_whole(k, op, {{{2, 2}, {1, 2, 3, 4}}, {{2}, {1, 1}}}, {2}) ==
-        std::vector<float>{3, 7});
-  CHECK(run_whole(k, op, {{{2}, {1, 1}}, {{2, 2}, {1, 2, 3, 4}}}, {2}) ==
-        std::vector<float>{4, 6});
+  CHECK(run_whole(k, op, {{{2, 2}, {1, 2, 3, 4}}, {{2}, {1, 1}}}, {2}) == std::vector<float>{3, 7});
+  CHECK(run_whole(k, op, {{{2}, {1, 1}}, {{2, 2}, {1, 2, 3, 4}}}, {2}) == std::vector<float>{4, 6});
   // Batch [2,1,2] x [2,1]: [[1,2]] x [1,2]^T = 5 and [[3,4]] x same = 11.
   CHECK(run_whole(k, op, {{{2, 1, 2}, {1, 2, 3, 4}}, {{2, 1}, {1, 2}}}, {2, 1, 1}) ==
         std::vector<float>{5, 11});

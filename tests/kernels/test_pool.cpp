@@ -15,7 +15,8 @@ struct PoolCase {
 
 // Output size per ONNX (and ORT): floor or ceil of the window count; with
 // ceil_mode the last window must still start inside input + begin pad.
-int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil) {
+int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe,
+                    bool ceil) {
   const int64_t span = in + pb + pe - d * (k - 1) - 1;
   int64_t out = (ceil ? (span + s - 1) / s : span / s) + 1;
   if (ceil && (out - 1) * s >= in + pb) --out;
@@ -43,9 +44,9 @@ PoolCase random_pool(OpType type, Rng& rng) {
            W + a.pads[1] + a.pads[3] < a.dilations[1] * (KW - 1) + 1);
   const int64_t N = rng.uniform(1, 2), C = rng.size(5);
   c.x = random_tensor({N, C, H, W}, rng);
-  c.out_shape = {N, C,
-                 pooled_size(H, KH, a.strides[0], a.dilations[0], a.pads[0], a.pads[2], a.ceil_mode),
-                 pooled_size(W, KW, a.strides[1], a.dilations[1], a.pads[1], a.pads[3], a.ceil_mode)};
+  c.out_shape = {
+      N, C, pooled_size(H, KH, a.strides[0], a.dilations[0], a.pads[0], a.pads[2], a.ceil_mode),
+      pooled_size(W, KW, a.strides[1], a.dilations[1], a.pads[1], a.pads[3], a.ceil_mode)};
   return c;
 }
 

@@ -32,9 +32,9 @@ TEST_CASE("Registry: a reference kernel for every op type, unknown variants are 
 TEST_CASE("Reference kernels reject a region outside the output with tessera::Error") {
   const graph::Operator op = make_op(OpType::Relu);
   const std::vector<Tensor> in{{{2}, {1, 2}}};
-  CHECK_THROWS_AS(run_region(find_tile_kernel(OpType::Relu, "reference"), op, in, {2},
-                             Region{{0}, {3}}),
-                  tessera::Error);
+  CHECK_THROWS_AS(
+      run_region(find_tile_kernel(OpType::Relu, "reference"), op, in, {2}, Region{{0}, {3}}),
+      tessera::Error);
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ TEST_CASE("Concat reference: any axis, 1-4 inputs vs naive; tiling") {
     Shape out_shape(static_cast<size_t>(rng.uniform(1, 4)));
     for (int64_t& d : out_shape) d = rng.size(7);
     graph::Operator op = make_op(OpType::Concat);
-    const size_t axis = static_cast<size_t>(rng.uniform(0, static_cast<int64_t>(out_shape.size()) - 1));
+    const size_t axis =
+        static_cast<size_t>(rng.uniform(0, static_cast<int64_t>(out_shape.size()) - 1));
     op.attrs.axis = static_cast<int64_t>(axis);
     std::vector<Tensor> inputs;
     out_shape[axis] = 0;

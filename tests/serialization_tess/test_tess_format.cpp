@@ -303,10 +303,15 @@ TEST_CASE("round trip through a file keeps every field and maps weights in place
 TEST_CASE("serialize_tess places weight data on 64-byte boundaries of the image") {
   TestModel m = make_test_model(2);
   std::vector<uint8_t> bytes = serialize_tess(m.graph);
-  TileGraph back = read_exact_copy(bytes, bytes.size());
-  const auto* base = static_cast<const uint8_t*>(back.storage.get());
+  auto image = std::make_shared<std::vector<uint8_t>>(bytes);
+  const uint8_t* base = image->data();
+  TileGraph back = read_tess_bytes(image, base, image->size(), kOrigin);
   for (int t : {1, 2}) {
+    CAPTURE(t);
+    CHECK(back.storage == image);  // in place: the caller's bytes are what is kept
     auto offset = reinterpret_cast<const uint8_t*>(back.tensors[t].weight.data()) - base;
+    CHECK(offset > 0);
+    CHECK(static_cast<size_t>(offset) < bytes.size());
     CHECK(offset % 64 == 0);
   }
 }
@@ -483,6 +488,10 @@ TEST_CASE("targeted corruptions give their specific messages") {
   }
   SUBCASE("too many elements") {
     check_rejected([](TileGraph& g) { g.tensors[0].shape = {1 << 20, 1 << 20, 2}; },
+                   {"'X'", "more than 2^40 elements"});
+  }
+  SUBCASE("too many elements before a zero dimension") {
+    check_rejected([](TileGraph& g) { g.tensors[0].shape = {int64_t{1} << 32, int64_t{1} << 32, 0}; },
                    {"'X'", "more than 2^40 elements"});
   }
   SUBCASE("node of a missing op") {

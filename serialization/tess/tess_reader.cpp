@@ -1,5 +1,7 @@
 #include "serialization/tess/tess_reader.hpp"
 
+#include <cctype>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -38,6 +40,8 @@ constexpr size_t kVerifierTableSlack = 1024;
 // Tiles of one op are checked pairwise for overlap up to this many; beyond it
 // only the element count is compared (quadratic work on a hostile file).
 constexpr size_t kMaxTilesForOverlapCheck = 1024;
+// Generous for any real network; bounds the work per tensor shape.
+constexpr size_t kMaxTensorRank = 32;
 
 // Names come from the file: keep error messages on one line and short.
 std::string printable(std::string_view s) {
@@ -48,20 +52,6 @@ std::string printable(std::string_view s) {
     out += (u < 0x20 || u == 0x7f) ? '?' : c;
   }
   if (s.size() > kMaxLength) out += "...";
-  return out;
-}
-
-std::string string_of(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
-
-// Copies bytewise: the verifier of FlatBuffers 2.0 only checks a vector's
-// length prefix for 4-byte alignment, so the int64 elements of a corrupt file's
-// [long] vector may be misaligned and must not be loaded in place.
-template <typename T>
-std::vector<T> vector_of(const flatbuffers::Vector<T>* v) {
-  static_assert(std::is_arithmetic_v<T>);
-  if (!v || v->size() == 0) return {};
-  std::vector<T> out(v->size());
-  std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
   return out;
 }
 
@@ -84,10 +74,12 @@ InputBounds input_bounds(graph::OpType type) {
   using graph::OpType;
   switch (type) {
     case OpType::Conv:
-    case OpType::Gemm: return {2, 3};
+    case OpType::Gemm:
+      return {2, 3};
     case OpType::MatMul:
     case OpType::Add:
-    case OpType::Mul: return {2, 2};
+    case OpType::Mul:
+      return {2, 2};
     case OpType::Relu:
     case OpType::Clip:
     case OpType::Sigmoid:
@@ -96,16 +88,20 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::GlobalAveragePool:
     case OpType::Flatten:
     case OpType::Reshape:
-    case OpType::Softmax: return {1, 1};
-    case OpType::Concat: return {1, std::numeric_limits<size_t>::max()};
-    case OpType::BatchNormalization: return {5, 5};
+    case OpType::Softmax:
+      return {1, 1};
+    case OpType::Concat:
+      return {1, std::numeric_limits<size_t>::max()};
+    case OpType::BatchNormalization:
+      return {5, 5};
   }
   return {0, 0};
 }
 
 class TessLoader {
  public:
-  TessLoader(const fb::Model& model, const std::string& origin) : model_(model), origin_(origin) {}
+  TessLoader(const fb::Model& model, size_t file_size, const std::string& origin)
+      : model_(model), origin_(origin), copy_budget_(file_size) {}
 
   graph::TileGraph load(std::shared_ptr<const void> image) {
     check_version();
@@ -128,6 +124,33 @@ class TessLoader {
 
  private:
   [[noreturn]] void fail(const std::string& what) const { throw Error(origin_ + ": " + what); }
+
+  // FlatBuffers lets many tables point at one vector or string; a hostile file
+  // could so make the loader copy far more than the file holds (quadratic time
+  // and memory). Tessera's writer never shares, and every element it writes
+  // takes at least one byte of the file, so copies are capped at the file size.
+  void charge_copy(size_t elements) {
+    if (elements > copy_budget_)
+      fail("file is corrupt (its tables share more data than a Tessera writer produces)");
+    copy_budget_ -= elements;
+  }
+  std::string string_of(const flatbuffers::String* s) {
+    if (!s) return {};
+    charge_copy(s->size());
+    return s->str();
+  }
+  // Copies bytewise: the verifier of FlatBuffers 2.0 only checks a vector's
+  // length prefix for 4-byte alignment, so the int64 elements of a corrupt
+  // file's [long] vector may be misaligned and must not be loaded in place.
+  template <typename T>
+  std::vector<T> vector_of(const flatbuffers::Vector<T>* v) {
+    static_assert(std::is_arithmetic_v<T>);
+    if (!v || v->size() == 0) return {};
+    charge_copy(v->size());
+    std::vector<T> out(v->size());
+    std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+    return out;
+  }
 
   std::string tensor_label(size_t t) const {
     return "tensor " + std::to_string(t) + " ('" + printable(graph_.tensors[t].name) + "')";
@@ -173,6 +196,9 @@ class TessLoader {
       graph::CompiledTensor& t = graph_.tensors[i];
       t.name = string_of(ft->name());
       t.shape = vector_of(ft->shape());
+      if (t.shape.size() > kMaxTensorRank)
+        fail(tensor_label(i) + " has rank " + std::to_string(t.shape.size()) +
+             "; Tessera supports up to " + std::to_string(kMaxTensorRank));
       // The product of the non-zero dimensions is capped, not just the
       // numel: then no prefix product that graph::shape_numel or a kernel
       // forms (e.g. [2^40, 2^40, 0]) can overflow either.
@@ -205,7 +231,8 @@ class TessLoader {
           if (t.arena_offset % kTessArenaAlignment != 0)
             fail(tensor_label(i) + " has arena offset " + std::to_string(t.arena_offset) +
                  ", which is not aligned to " + std::to_string(kTessArenaAlignment) + " bytes");
-          if (t.arena_offset > graph_.arena_bytes || byte_size > graph_.arena_bytes - t.arena_offset)
+          if (t.arena_offset > graph_.arena_bytes ||
+              byte_size > graph_.arena_bytes - t.arena_offset)
             fail(tensor_label(i) + " at arena offset " + std::to_string(t.arena_offset) + " with " +
                  std::to_string(byte_size) + " bytes overflows the arena of " +
                  std::to_string(graph_.arena_bytes) + " bytes");
@@ -227,8 +254,8 @@ class TessLoader {
             fail(tensor_label(i) + " has " + std::to_string(data_bytes) +
                  " bytes of weight data but its shape " + graph::shape_to_string(t.shape) +
                  " needs " + std::to_string(byte_size));
-          t.weight = weight_span(data ? data->data() : nullptr, static_cast<size_t>(numel),
-                                 storage);
+          t.weight =
+              weight_span(data ? data->data() : nullptr, static_cast<size_t>(numel), storage);
           break;
         }
         default:
@@ -236,6 +263,19 @@ class TessLoader {
                std::to_string(static_cast<int>(ft->storage())));
       }
     }
+    // The arena is allocated per request: a size beyond what its tensors
+    // occupy would let a corrupt file ask for any amount of memory.
+    uint64_t arena_end = 0;
+    for (const auto& t : graph_.tensors)
+      if (t.storage == graph::TensorStorage::Arena) {
+        const auto bytes = static_cast<uint64_t>(t.byte_size());
+        const uint64_t aligned =
+            (bytes + kTessArenaAlignment - 1) / kTessArenaAlignment * kTessArenaAlignment;
+        arena_end = std::max(arena_end, t.arena_offset + aligned);
+      }
+    if (graph_.arena_bytes > arena_end)
+      fail("arena size " + std::to_string(graph_.arena_bytes) + " bytes exceeds the " +
+           std::to_string(arena_end) + " bytes its tensors occupy");
   }
 
   // In place when aligned for float (always for files from serialize_tess:
@@ -274,6 +314,11 @@ class TessLoader {
              "; this Tessera handles versions 1 to " + std::to_string(kTessMaxOpVersion));
       op.kernel = string_of(fo->kernel());
       if (op.kernel.empty()) fail(op_label(o) + " has no kernel name");
+      // Kernel names are identifiers; anything else is corruption (and would
+      // otherwise end up raw in error messages).
+      for (char c : op.kernel)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'))
+          fail(op_label(o) + " has a malformed kernel name '" + printable(op.kernel) + "'");
       read_attributes(fo->attributes(), op.attrs);
       op.inputs = vector_of(fo->inputs());
       op.outputs = vector_of(fo->outputs());
@@ -282,7 +327,7 @@ class TessLoader {
       if (op.inputs.size() < bounds.min || op.inputs.size() > bounds.max)
         fail(op_label(o) + " has " + std::to_string(op.inputs.size()) + " inputs; a " +
              std::string(graph::op_type_name(op.type)) + " takes " + std::to_string(bounds.min) +
-             (bounds.max == bounds.min       ? std::string()
+             (bounds.max == bounds.min ? std::string()
               : bounds.max == SIZE_MAX ? " or more"
                                        : " to " + std::to_string(bounds.max)));
       if (op.outputs.size() != 1)
@@ -321,6 +366,12 @@ class TessLoader {
              " from its inputs but its output " + tensor_label(out) + " has shape " +
              graph::shape_to_string(graph_.tensors[out].shape));
     }
+    for (size_t k = 0; k < graph_.outputs.size(); ++k) {
+      int32_t t = graph_.outputs[k];
+      if (writer[t] < 0 && !is_model_input[t])
+        fail("model output " + std::to_string(k) + " is " + tensor_label(t) +
+             ", which no op writes");
+    }
   }
 
   // Messages of graph::infer_output_shape quote op names from the file.
@@ -331,7 +382,7 @@ class TessLoader {
     return out;
   }
 
-  static void read_attributes(const fb::OpAttributes* fa, graph::OpAttributes& a) {
+  void read_attributes(const fb::OpAttributes* fa, graph::OpAttributes& a) {
     if (!fa) return;  // all defaults
     a.kernel_shape = vector_of(fa->kernel_shape());
     a.strides = vector_of(fa->strides());
@@ -453,8 +504,7 @@ class TessLoader {
       if (tiles.size() > kMaxTilesForOverlapCheck) continue;
       for (size_t i = 0; i < tiles.size(); ++i)
         for (size_t j = i + 1; j < tiles.size(); ++j)
-          if (graph::regions_overlap(graph_.nodes[tiles[i]].region,
-                                     graph_.nodes[tiles[j]].region))
+          if (graph::regions_overlap(graph_.nodes[tiles[i]].region, graph_.nodes[tiles[j]].region))
             fail(op_label(o) + " has overlapping tiles: " + node_label(tiles[i]) + " " +
                  graph::region_to_string(graph_.nodes[tiles[i]].region) + " and " +
                  node_label(tiles[j]) + " " +
@@ -464,6 +514,7 @@ class TessLoader {
 
   const fb::Model& model_;
   const std::string& origin_;
+  size_t copy_budget_;  // elements and characters the loader may still copy
   graph::TileGraph graph_;
 };
 
@@ -477,9 +528,8 @@ std::shared_ptr<const void> aligned_copy(const uint8_t* data, size_t size) {
   constexpr std::align_val_t kAlign{kTessWeightAlignment};
   auto* copy = static_cast<uint8_t*>(::operator new(size, kAlign));
   std::memcpy(copy, data, size);
-  return std::shared_ptr<const void>(copy, [kAlign](const void* p) {
-    ::operator delete(const_cast<void*>(p), kAlign);
-  });
+  return std::shared_ptr<const void>(
+      copy, [kAlign](const void* p) { ::operator delete(const_cast<void*>(p), kAlign); });
 }
 
 }  // namespace
@@ -509,7 +559,7 @@ graph::TileGraph read_tess_bytes(std::shared_ptr<const void> owner, const uint8_
     fail("file is truncated or corrupt (FlatBuffers verification failed)");
 
   // Stage 2: meaning, checked while the TileGraph is built and before it is returned.
-  return TessLoader(*fb::GetModel(data), origin).load(std::move(owner));
+  return TessLoader(*fb::GetModel(data), size, origin).load(std::move(owner));
 }
 
 graph::TileGraph read_tess_file(const std::string& path) {
@@ -537,9 +587,8 @@ graph::TileGraph read_tess_file(const std::string& path) {
   ::close(fd);  // the mapping keeps the file open
   if (mapped == MAP_FAILED)
     fail(std::string("cannot map the file (") + std::strerror(map_errno) + ")");
-  std::shared_ptr<const void> owner(mapped, [size](const void* p) {
-    ::munmap(const_cast<void*>(p), size);
-  });
+  std::shared_ptr<const void> owner(
+      mapped, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
   return read_tess_bytes(std::move(owner), static_cast<const uint8_t*>(mapped), size, path);
 }
 

@@ -44,6 +44,14 @@ flatbuffers::Offset<fb::OpAttributes> write_attributes(flatbuffers::FlatBufferBu
 }  // namespace
 
 std::vector<uint8_t> serialize_tess(const graph::TileGraph& graph) {
+  // FlatBuffers offsets are 32-bit: one file holds less than 2 GiB.
+  uint64_t weight_bytes = 0;
+  for (const graph::CompiledTensor& t : graph.tensors)
+    weight_bytes += t.weight.size_bytes() + kTessWeightAlignment;
+  // 64 MiB of headroom for the tables.
+  if (weight_bytes > FLATBUFFERS_MAX_BUFFER_SIZE - (uint64_t{64} << 20))
+    throw Error("the model's " + std::to_string(weight_bytes >> 20) +
+                " MiB of weights do not fit a .tess file (FlatBuffers' 2 GiB limit)");
   flatbuffers::FlatBufferBuilder fbb(1 << 16);
 
   // buffers[0] stays empty so that Tensor.buffer == 0 means "no data" (tess.fbs).
@@ -94,11 +102,10 @@ std::vector<uint8_t> serialize_tess(const graph::TileGraph& graph) {
   auto options = fb::CreateCompileOptions(fbb, graph.options.tiles, graph.options.threads,
                                           fbb.CreateString(graph.options.target));
   fb::SchemaVersion version(kTessSchemaMajor, kTessSchemaMinor);
-  auto model = fb::CreateModel(fbb, &version, fbb.CreateString(kProducer),
-                               fbb.CreateVector(tensors), fbb.CreateVector(buffers),
-                               fbb.CreateVector(operators), fbb.CreateVector(nodes),
-                               fbb.CreateVector(graph.inputs), fbb.CreateVector(graph.outputs),
-                               graph.arena_bytes, options);
+  auto model = fb::CreateModel(
+      fbb, &version, fbb.CreateString(kProducer), fbb.CreateVector(tensors),
+      fbb.CreateVector(buffers), fbb.CreateVector(operators), fbb.CreateVector(nodes),
+      fbb.CreateVector(graph.inputs), fbb.CreateVector(graph.outputs), graph.arena_bytes, options);
   fb::FinishModelBuffer(fbb, model);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }

@@ -35,7 +35,8 @@ TIMEOUT_S = 20
 SANITIZER_MARKERS = ("Sanitizer", "runtime error", "ERROR: AddressSanitizer", "LeakSanitizer")
 
 ENV = dict(os.environ)
-ENV["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0:exitcode=99"
+# allocator_may_return_null: an absurd allocation is a clean "out of memory" error, as in release builds.
+ENV["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0:exitcode=99:allocator_may_return_null=1"
 ENV["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1:exitcode=98"
 
 
@@ -73,9 +74,15 @@ def clean_failure_problem(proc, must_contain=()) -> str | None:
   if proc.returncode == 0:
     return "exit 0, expected a failure"
   stderr = proc.stderr.decode("utf-8", "replace")
-  lines = stderr.splitlines()
+  # Lines end at '\n' only (str.splitlines would also split at \x0c, \x1c, ...).
+  lines = stderr.split("\n")
+  if lines and lines[-1] == "":
+    lines.pop()
   if len(lines) != 1 or not lines[0].startswith("error: "):
     return f"stderr must be exactly one line starting with 'error: ', got {len(lines)} lines"
+  # Bytes from a hostile file echoed raw would reach the user's terminal.
+  if any(ord(ch) < 32 and ch != "\t" or ch == "\x7f" for ch in lines[0]):
+    return "the error line contains raw control characters (echoed from the file unescaped?)"
   missing = [s for s in must_contain if s not in lines[0]]
   if missing:
     return f"error line does not name {missing}"
@@ -83,7 +90,7 @@ def clean_failure_problem(proc, must_contain=()) -> str | None:
 
 
 def brief(proc) -> str:
-  stderr = proc.stderr.decode("utf-8", "replace").strip()
+  stderr = proc.stderr.decode("utf-8", "replace").rstrip("\n")
   if len(stderr) > 500:
     stderr = stderr[:250] + " ... " + stderr[-250:]
   return f"exit={proc.returncode} stderr={stderr!r}"

@@ -27,6 +27,7 @@ import time
 import numpy as np
 import onnx
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_models  # noqa: E402
 

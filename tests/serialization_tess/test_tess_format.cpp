@@ -46,8 +46,8 @@ uint64_t test_seed() {
 
 // A directory of its own for this process's files, removed at exit.
 struct TempDir {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               ("tessera_tess_test_" + std::to_string(::getpid()));
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("tessera_tess_test_" + std::to_string(::getpid()));
   TempDir() { std::filesystem::create_directories(path); }
   ~TempDir() { std::filesystem::remove_all(path); }
   std::string file(const std::string& name) const { return (path / name).string(); }
@@ -93,9 +93,9 @@ TestModel make_test_model(uint64_t seed) {
     return t;
   };
   // Arena: X 240 bytes at 0, Y/R/Z 480 bytes each at the next 64-byte boundaries.
-  g.tensors = {arena("X", {1, 2, 5, 6}, 0),           weight("W", {4, 2, 3, 3}, m.conv_weight),
-               weight("B", {4}, m.conv_bias),          arena("Y", {1, 4, 5, 6}, 256),
-               arena("R", {1, 4, 5, 6}, 768),          arena("Z", {1, 4, 5, 6}, 1280)};
+  g.tensors = {arena("X", {1, 2, 5, 6}, 0),   weight("W", {4, 2, 3, 3}, m.conv_weight),
+               weight("B", {4}, m.conv_bias), arena("Y", {1, 4, 5, 6}, 256),
+               arena("R", {1, 4, 5, 6}, 768), arena("Z", {1, 4, 5, 6}, 1280)};
   g.arena_bytes = 1280 + 480;
 
   graph::Operator conv;
@@ -167,6 +167,22 @@ TestModel make_test_model(uint64_t seed) {
   return m;
 }
 
+bool same_bits(float a, float b) {
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+}
+
+// Floats compared bitwise: a corrupted file may carry NaN attributes, which
+// must survive a round trip too.
+bool same_attributes(const graph::OpAttributes& a, const graph::OpAttributes& b) {
+  return a.kernel_shape == b.kernel_shape && a.strides == b.strides && a.pads == b.pads &&
+         a.dilations == b.dilations && a.group == b.group && a.axis == b.axis &&
+         same_bits(a.alpha, b.alpha) && same_bits(a.beta, b.beta) && a.trans_a == b.trans_a &&
+         a.trans_b == b.trans_b && same_bits(a.clip_min, b.clip_min) &&
+         same_bits(a.clip_max, b.clip_max) && a.count_include_pad == b.count_include_pad &&
+         a.ceil_mode == b.ceil_mode && a.softmax_coerce_2d == b.softmax_coerce_2d &&
+         same_bits(a.epsilon, b.epsilon) && a.new_shape == b.new_shape;
+}
+
 void check_same_graph(const TileGraph& a, const TileGraph& b) {
   REQUIRE(a.tensors.size() == b.tensors.size());
   for (size_t i = 0; i < a.tensors.size(); ++i) {
@@ -179,16 +195,14 @@ void check_same_graph(const TileGraph& a, const TileGraph& b) {
     CHECK(x.storage == y.storage);
     if (x.storage == TensorStorage::Arena) CHECK(x.arena_offset == y.arena_offset);
     REQUIRE(x.weight.size() == y.weight.size());
-    CHECK(std::equal(x.weight.begin(), x.weight.end(), y.weight.begin(),
-                     [](float p, float q) { return std::bit_cast<uint32_t>(p) ==
-                                                   std::bit_cast<uint32_t>(q); }));
+    CHECK(std::equal(x.weight.begin(), x.weight.end(), y.weight.begin(), same_bits));
   }
   REQUIRE(a.ops.size() == b.ops.size());
   for (size_t i = 0; i < a.ops.size(); ++i) {
     CAPTURE(i);
     CHECK(a.ops[i].name == b.ops[i].name);
     CHECK(a.ops[i].type == b.ops[i].type);
-    CHECK(a.ops[i].attrs == b.ops[i].attrs);
+    CHECK(same_attributes(a.ops[i].attrs, b.ops[i].attrs));
     CHECK(a.ops[i].inputs == b.ops[i].inputs);
     CHECK(a.ops[i].outputs == b.ops[i].outputs);
     CHECK(a.ops[i].kernel == b.ops[i].kernel);
@@ -246,7 +260,8 @@ void check_rejected(const std::function<void(TileGraph&)>& corrupt,
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 std::string file_error(const std::string& path) {
@@ -381,22 +396,50 @@ TEST_CASE("random single-byte flips give an error or a graph that passed every c
   CHECK(rejected > 0);
 }
 
+TEST_CASE("random 32-bit overwrites (offsets, counts, indices) never crash") {
+  uint64_t seed = test_seed();
+  MESSAGE("seed ", seed, " (TESSERA_TEST_SEED replays it)");
+  TestModel m = make_test_model(seed);
+  const std::vector<uint8_t> bytes = serialize_tess(m.graph);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> word(0, bytes.size() / 4 - 1);
+  // Small values and values near the int32 limits reach the most checks.
+  const uint32_t interesting[] = {0, 1, 2, 3, 4, 8, 9, 63, 64, 0x7fffffff, 0x80000000, 0xffffffff};
+  int rejected = 0;
+  for (int trial = 0; trial < 1000; ++trial) {
+    std::vector<uint8_t> corrupt = bytes;
+    size_t at = word(rng) * 4;
+    uint32_t value = trial % 2 ? static_cast<uint32_t>(rng()) : interesting[rng() % 12];
+    std::memcpy(corrupt.data() + at, &value, 4);
+    CAPTURE(trial);
+    CAPTURE(at);
+    try {
+      read_exact_copy(corrupt, corrupt.size());
+    } catch (const Error&) {
+      ++rejected;
+    }
+  }
+  CHECK(rejected > 0);
+}
+
 TEST_CASE("targeted corruptions give their specific messages") {
   SUBCASE("child index out of range") {
     check_rejected([](TileGraph& g) { g.nodes[4].children = {99999}; },
                    {"node 4 lists child 99999 but the graph has 9 nodes"});
   }
   SUBCASE("cycle: a child before its parent") {
-    check_rejected([](TileGraph& g) { g.nodes[6].children = {0}; },
-                   {"node 6", "child 0", "cycle"});
+    check_rejected([](TileGraph& g) { g.nodes[6].children = {0}; }, {"node 6", "child 0", "cycle"});
   }
   SUBCASE("self loop") {
     check_rejected([](TileGraph& g) { g.nodes[5].children.push_back(5); },
                    {"node 5", "child 5", "cycle"});
   }
   SUBCASE("duplicate child") {
-    check_rejected([](TileGraph& g) { g.nodes[0].children = {3, 6, 3}; },
-                   {"node 0", "child 3", "twice"});
+    check_rejected(
+        [](TileGraph& g) {
+          g.nodes[0].children = {3, 6, 3};
+        },
+        {"node 0", "child 3", "twice"});
   }
   SUBCASE("wrong parent_count") {
     check_rejected([](TileGraph& g) { g.nodes[7].parent_count = 3; },
@@ -414,8 +457,11 @@ TEST_CASE("targeted corruptions give their specific messages") {
                    {"node 2", "outside", "'Y'", "[1,4,5,6]"});
   }
   SUBCASE("region of the wrong rank") {
-    check_rejected([](TileGraph& g) { g.nodes[1].region = Region{{0, 2}, {4, 4}}; },
-                   {"node 1", "rank"});
+    check_rejected(
+        [](TileGraph& g) {
+          g.nodes[1].region = Region{{0, 2}, {4, 4}};
+        },
+        {"node 1", "rank"});
   }
   SUBCASE("tiles that do not cover the output") {
     check_rejected([](TileGraph& g) { g.nodes[4].region.end[2] = 3; },
@@ -424,8 +470,8 @@ TEST_CASE("targeted corruptions give their specific messages") {
   SUBCASE("overlapping tiles") {
     check_rejected(
         [](TileGraph& g) {
-          g.nodes[6].region.end[2] = 3;    // rows [0,3): 72 elements
-          g.nodes[7].region.end[3] = 3;    // rows [2,4) x cols [0,3): 24 elements
+          g.nodes[6].region.end[2] = 3;  // rows [0,3): 72 elements
+          g.nodes[7].region.end[3] = 3;  // rows [2,4) x cols [0,3): 24 elements
         },
         {"op 2", "overlapping tiles", "node 6", "node 7"});
   }
@@ -442,20 +488,25 @@ TEST_CASE("targeted corruptions give their specific messages") {
                    {"op 1", "unknown op type 999"});
   }
   SUBCASE("wrong output shape") {
-    check_rejected([](TileGraph& g) { g.tensors[3].shape = {1, 4, 5, 5}; },
-                   {"op 0", "conv1", "computes shape [1,4,5,6]", "[1,4,5,5]"});
+    check_rejected(
+        [](TileGraph& g) {
+          g.tensors[3].shape = {1, 4, 5, 5};
+        },
+        {"op 0", "conv1", "computes shape [1,4,5,6]", "[1,4,5,5]"});
   }
   SUBCASE("shape function rejects the op") {
-    check_rejected([](TileGraph& g) { g.ops[0].attrs.group = 3; },
-                   {"op 0: ", "conv1"});
+    check_rejected([](TileGraph& g) { g.ops[0].attrs.group = 3; }, {"op 0: ", "conv1"});
   }
   SUBCASE("op input out of range") {
     check_rejected([](TileGraph& g) { g.ops[2].inputs[1] = 6; },
                    {"op 2", "input 1 is tensor 6 but the graph has 6 tensors"});
   }
   SUBCASE("too many inputs for the op type") {
-    check_rejected([](TileGraph& g) { g.ops[1].inputs = {3, 3}; },
-                   {"op 1", "2 inputs", "Relu takes 1"});
+    check_rejected(
+        [](TileGraph& g) {
+          g.ops[1].inputs = {3, 3};
+        },
+        {"op 1", "2 inputs", "Relu takes 1"});
   }
   SUBCASE("empty kernel name") {
     check_rejected([](TileGraph& g) { g.ops[2].kernel.clear(); }, {"op 2", "no kernel name"});
@@ -473,6 +524,17 @@ TEST_CASE("targeted corruptions give their specific messages") {
   SUBCASE("model output out of range") {
     check_rejected([](TileGraph& g) { g.outputs = {-1}; }, {"model output 0", "tensor -1"});
   }
+  SUBCASE("model output that no op writes") {
+    check_rejected(
+        [](TileGraph& g) {
+          CompiledTensor unwritten;
+          unwritten.name = "T";
+          unwritten.shape = {2};
+          g.tensors.push_back(unwritten);
+          g.outputs = {5, 0, 6};  // an op output, a model input, then T
+        },
+        {"model output 2", "'T'", "no op writes"});
+  }
   SUBCASE("weight data of the wrong size") {
     static const std::vector<float> short_bias(3, 0.5f);
     check_rejected([](TileGraph& g) { g.tensors[2].weight = short_bias; },
@@ -487,12 +549,18 @@ TEST_CASE("targeted corruptions give their specific messages") {
                    {"'X'", "negative dimension -2"});
   }
   SUBCASE("too many elements") {
-    check_rejected([](TileGraph& g) { g.tensors[0].shape = {1 << 20, 1 << 20, 2}; },
-                   {"'X'", "more than 2^40 elements"});
+    check_rejected(
+        [](TileGraph& g) {
+          g.tensors[0].shape = {1 << 20, 1 << 20, 2};
+        },
+        {"'X'", "more than 2^40 elements"});
   }
   SUBCASE("too many elements before a zero dimension") {
-    check_rejected([](TileGraph& g) { g.tensors[0].shape = {int64_t{1} << 32, int64_t{1} << 32, 0}; },
-                   {"'X'", "more than 2^40 elements"});
+    check_rejected(
+        [](TileGraph& g) {
+          g.tensors[0].shape = {int64_t{1} << 32, int64_t{1} << 32, 0};
+        },
+        {"'X'", "more than 2^40 elements"});
   }
   SUBCASE("node of a missing op") {
     check_rejected([](TileGraph& g) { g.nodes[8].op = 3; }, {"node 8", "op 3", "3 ops"});
@@ -503,15 +571,16 @@ TEST_CASE("files written by a newer or unknown Tessera are refused") {
   auto message_for = [](const std::function<void(flatbuffers::FlatBufferBuilder&)>& build) {
     flatbuffers::FlatBufferBuilder fbb;
     build(fbb);
-    return read_error(std::vector<uint8_t>(fbb.GetBufferPointer(),
-                                           fbb.GetBufferPointer() + fbb.GetSize()));
+    return read_error(
+        std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()));
   };
   std::string newer = message_for([](flatbuffers::FlatBufferBuilder& fbb) {
     tessera::tess::SchemaVersion v(2, 0);
     tessera::tess::FinishModelBuffer(fbb, tessera::tess::CreateModel(fbb, &v));
   });
-  CHECK(newer == "model.tess: schema version 2.0 is newer than this Tessera (1.x); "
-                 "update Tessera or recompile the model");
+  CHECK(newer ==
+        "model.tess: schema version 2.0 is newer than this Tessera (1.x); "
+        "update Tessera or recompile the model");
   std::string no_version = message_for([](flatbuffers::FlatBufferBuilder& fbb) {
     tessera::tess::FinishModelBuffer(fbb, tessera::tess::CreateModel(fbb));
   });
@@ -526,13 +595,26 @@ TEST_CASE("files written by a newer or unknown Tessera are refused") {
   std::string op_version = message_for([](flatbuffers::FlatBufferBuilder& fbb) {
     tessera::tess::SchemaVersion v(1, 0);
     auto op = tessera::tess::CreateOperator(fbb, static_cast<uint16_t>(OpType::Relu),
-                                            fbb.CreateString("r"), fbb.CreateString("reference"),
-                                            0, 0, /*version=*/2);
+                                            fbb.CreateString("r"), fbb.CreateString("reference"), 0,
+                                            0, /*version=*/2);
     std::vector<flatbuffers::Offset<tessera::tess::Operator>> ops{op};
     tessera::tess::FinishModelBuffer(
         fbb, tessera::tess::CreateModel(fbb, &v, 0, 0, 0, fbb.CreateVector(ops)));
   });
   CHECK(op_version.find("op version 2") != std::string::npos);
+  // Many tables sharing one long string: copying it for each would take far
+  // more memory than the file holds, which no Tessera writer produces.
+  std::string shared = message_for([](flatbuffers::FlatBufferBuilder& fbb) {
+    tessera::tess::SchemaVersion v(1, 0);
+    // Shape [0]: an empty arena tensor, valid on its own.
+    auto tensor = tessera::tess::CreateTensor(fbb, fbb.CreateString(std::string(10000, 'n')),
+                                              fbb.CreateVector(std::vector<int64_t>{0}));
+    std::vector<flatbuffers::Offset<tessera::tess::Tensor>> tensors(1000, tensor);
+    tessera::tess::FinishModelBuffer(
+        fbb, tessera::tess::CreateModel(fbb, &v, 0, fbb.CreateVector(tensors)));
+  });
+  CAPTURE(shared);
+  CHECK(shared.find("share more data") != std::string::npos);
 }
 
 TEST_CASE("bad identifier, missing, empty and random files") {

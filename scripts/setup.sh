@@ -9,7 +9,7 @@ debian_packages=(
   libtbb-dev libhwloc-dev libxsimd-dev
   libflatbuffers-dev flatbuffers-compiler
   doctest-dev libcli11-dev libbenchmark-dev
-  libprotobuf-dev protobuf-compiler libonnx-dev
+  libprotobuf-dev protobuf-compiler libonnx-dev libdnnl-dev
   opencl-headers ocl-icd-opencl-dev pocl-opencl-icd
   python3 python3-venv
 )

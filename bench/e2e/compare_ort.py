@@ -3,7 +3,7 @@
 run, at each thread count. Prints a table with the ratio (Tessera / ORT: below
 1 means Tessera is faster).
 
-  .venv/bin/python bench/compare_ort.py [--model M.onnx] [--threads 1 2] [--iterations 50]
+  .venv/bin/python bench/e2e/compare_ort.py [--model M.onnx] [--threads 1 2] [--iterations 50]
 
 Without --model it benchmarks the demo CNN (scripts/make_demo_model.py).
 """
@@ -20,7 +20,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def ort_median_ms(model, feeds, threads, iterations, warmup):

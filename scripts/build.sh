@@ -8,10 +8,11 @@ shift || true
 "$root/scripts/setup.sh"
 cd "$root"
 jobs="${TESSERA_JOBS:-$(nproc)}"
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
 dir=$(case "$preset" in release) echo build ;; *) echo "build-$preset" ;; esac)
-if [ ! -f "$dir/CMakeCache.txt" ]; then
-  cmake --preset "$preset" "${generator[@]}" >/dev/null
+# Configure when there is no complete configuration (a failed one leaves a
+# cache without build.ninja); otherwise Ninja re-runs CMake itself as needed.
+if [ ! -f "$dir/build.ninja" ]; then
+  rm -f "$dir/CMakeCache.txt"
+  cmake --preset "$preset" >/dev/null
 fi
 cmake --build "$dir" -j "$jobs" "$@"

@@ -30,22 +30,38 @@ inline constexpr OpType kLastOpType = OpType::BatchNormalization;
 
 constexpr std::string_view op_type_name(OpType t) {
   switch (t) {
-    case OpType::Conv: return "Conv";
-    case OpType::Gemm: return "Gemm";
-    case OpType::MatMul: return "MatMul";
-    case OpType::Relu: return "Relu";
-    case OpType::Clip: return "Clip";
-    case OpType::Sigmoid: return "Sigmoid";
-    case OpType::Add: return "Add";
-    case OpType::Mul: return "Mul";
-    case OpType::MaxPool: return "MaxPool";
-    case OpType::AveragePool: return "AveragePool";
-    case OpType::GlobalAveragePool: return "GlobalAveragePool";
-    case OpType::Flatten: return "Flatten";
-    case OpType::Reshape: return "Reshape";
-    case OpType::Concat: return "Concat";
-    case OpType::Softmax: return "Softmax";
-    case OpType::BatchNormalization: return "BatchNormalization";
+    case OpType::Conv:
+      return "Conv";
+    case OpType::Gemm:
+      return "Gemm";
+    case OpType::MatMul:
+      return "MatMul";
+    case OpType::Relu:
+      return "Relu";
+    case OpType::Clip:
+      return "Clip";
+    case OpType::Sigmoid:
+      return "Sigmoid";
+    case OpType::Add:
+      return "Add";
+    case OpType::Mul:
+      return "Mul";
+    case OpType::MaxPool:
+      return "MaxPool";
+    case OpType::AveragePool:
+      return "AveragePool";
+    case OpType::GlobalAveragePool:
+      return "GlobalAveragePool";
+    case OpType::Flatten:
+      return "Flatten";
+    case OpType::Reshape:
+      return "Reshape";
+    case OpType::Concat:
+      return "Concat";
+    case OpType::Softmax:
+      return "Softmax";
+    case OpType::BatchNormalization:
+      return "BatchNormalization";
   }
   return "Unknown";
 }

@@ -48,8 +48,8 @@ struct Operator {
   std::string name;  // the ONNX node name (or a generated one), for errors and reports
   OpType type = OpType::Relu;
   OpAttributes attrs;
-  std::vector<int32_t> inputs;   // tensor indices; weights are tensors too
-  std::vector<int32_t> outputs;  // tensor indices; every supported op has one output
+  std::vector<int32_t> inputs;       // tensor indices; weights are tensors too
+  std::vector<int32_t> outputs;      // tensor indices; every supported op has one output
   std::string kernel = "reference";  // kernel variant chosen by the compiler
 };
 

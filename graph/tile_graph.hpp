@@ -22,18 +22,18 @@ struct CompiledTensor {
   Shape shape;
   DType dtype = DType::Float32;
   TensorStorage storage = TensorStorage::Arena;
-  uint64_t arena_offset = 0;        // bytes from the arena start, when storage == Arena
-  std::span<const float> weight;    // when storage == Weight; memory kept by TileGraph::storage
+  uint64_t arena_offset = 0;      // bytes from the arena start, when storage == Arena
+  std::span<const float> weight;  // when storage == Weight; memory kept by TileGraph::storage
   int64_t byte_size() const { return shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype)); }
 };
 
 // One node of the tile graph = one tile of one operator (ASPEN §3.1).
 struct TileNode {
-  int32_t op = 0;                  // index into TileGraph::ops
-  Region region;                   // the part of the op's output this node computes
-  std::vector<int32_t> children;   // nodes that read what this node writes
-  int32_t parent_count = 0;        // number of nodes whose output this node reads
-  int32_t depth = 0;               // longest path from a source node
+  int32_t op = 0;                 // index into TileGraph::ops
+  Region region;                  // the part of the op's output this node computes
+  std::vector<int32_t> children;  // nodes that read what this node writes
+  int32_t parent_count = 0;       // number of nodes whose output this node reads
+  int32_t depth = 0;              // longest path from a source node
 };
 
 struct CompileOptions {
@@ -44,11 +44,11 @@ struct CompileOptions {
 
 struct TileGraph {
   std::vector<CompiledTensor> tensors;
-  std::vector<Operator> ops;       // in topological order
-  std::vector<TileNode> nodes;     // in topological order (parents before children)
-  std::vector<int32_t> inputs;     // tensor indices of the model inputs
-  std::vector<int32_t> outputs;    // tensor indices of the model outputs
-  uint64_t arena_bytes = 0;        // size of one request's activation arena
+  std::vector<Operator> ops;     // in topological order
+  std::vector<TileNode> nodes;   // in topological order (parents before children)
+  std::vector<int32_t> inputs;   // tensor indices of the model inputs
+  std::vector<int32_t> outputs;  // tensor indices of the model outputs
+  uint64_t arena_bytes = 0;      // size of one request's activation arena
   CompileOptions options;
   std::shared_ptr<const void> storage;  // owns the memory the weight spans point into
 };

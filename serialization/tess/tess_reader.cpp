@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "graph/dependency.hpp"
 #include "graph/error.hpp"
 #include "graph/op_shape.hpp"
 #include "serialization/tess/tess_format.hpp"
@@ -112,6 +113,7 @@ class TessLoader {
     read_operators();
     read_nodes();
     check_tiles_cover_outputs();
+    check_edges_cover_dependencies();
     graph_.options.tiles = model_.options() ? model_.options()->tiles() : 0;
     graph_.options.threads = model_.options() ? model_.options()->threads() : 0;
     graph_.options.target = model_.options() ? string_of(model_.options()->target()) : "";
@@ -509,6 +511,44 @@ class TessLoader {
                  graph::region_to_string(graph_.nodes[tiles[i]].region) + " and " +
                  node_label(tiles[j]) + " " +
                  graph::region_to_string(graph_.nodes[tiles[j]].region));
+    }
+  }
+
+  // Every edge the ops' dependency functions require must be in the file
+  // (extra edges are allowed: the memory plan may add ordering). A missing
+  // one would let a node read its input while a parent still writes it.
+  void check_edges_cover_dependencies() const {
+    const size_t count = graph_.nodes.size();
+    std::vector<std::vector<int32_t>> parents(count);
+    for (size_t n = 0; n < count; ++n)
+      for (int32_t c : graph_.nodes[n].children) parents[c].push_back(static_cast<int32_t>(n));
+    for (auto& p : parents) std::sort(p.begin(), p.end());
+    std::vector<int64_t> writer(graph_.tensors.size(), -1);
+    for (size_t o = 0; o < graph_.ops.size(); ++o)
+      writer[graph_.ops[o].outputs[0]] = static_cast<int64_t>(o);
+    std::vector<std::vector<int32_t>> tiles_of(graph_.ops.size());
+    for (size_t n = 0; n < count; ++n)
+      tiles_of[graph_.nodes[n].op].push_back(static_cast<int32_t>(n));
+    for (size_t n = 0; n < count; ++n) {
+      const graph::TileNode& node = graph_.nodes[n];
+      const graph::Operator& op = graph_.ops[node.op];
+      std::vector<graph::Shape> in;
+      for (int32_t t : op.inputs) in.push_back(graph_.tensors[t].shape);
+      std::vector<graph::InputDependency> deps;
+      try {
+        deps = graph::tile_dependencies(op, in, graph_.tensors[op.outputs[0]].shape, node.region);
+      } catch (const Error& e) {
+        fail(node_label(n) + ": " + e.what());
+      }
+      for (const auto& dep : deps) {
+        const int64_t producer = writer[op.inputs[dep.operand]];
+        if (producer < 0) continue;  // a model input or a weight
+        for (int32_t m : tiles_of[producer])
+          if (graph::regions_overlap(graph_.nodes[m].region, dep.region) &&
+              !std::binary_search(parents[n].begin(), parents[n].end(), m))
+            fail(node_label(n) + " of " + op_label(node.op) + " reads what " + node_label(m) +
+                 " writes but has no edge from it");
+      }
     }
   }
 

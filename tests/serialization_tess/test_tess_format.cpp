@@ -449,6 +449,16 @@ TEST_CASE("targeted corruptions give their specific messages") {
     check_rejected([](TileGraph& g) { g.nodes[4].children.clear(); },
                    {"node 7", "parent_count 2", "1 nodes list it"});
   }
+  SUBCASE("an edge the dependency functions require is missing, counts made consistent") {
+    check_rejected(
+        [](TileGraph& g) {
+          g.nodes[4].children.clear();
+          g.nodes[7].parent_count = 1;
+          g.nodes[7].depth = 1;
+          g.nodes[8].depth = 2;
+        },
+        {"node 7", "reads what node 4 writes", "no edge"});
+  }
   SUBCASE("wrong depth") {
     check_rejected([](TileGraph& g) { g.nodes[8].depth = 1; }, {"node 8", "depth 1", "2"});
   }

@@ -3,7 +3,6 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <regex>
 
 #include "graph/error.hpp"
 
@@ -17,10 +16,21 @@ constexpr size_t kMagicSize = 6;
 std::string header_value(const std::string& header, const std::string& key) {
   // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3),
   // }
-  std::smatch m;
-  std::regex re("'" + key + "'\\s*:\\s*('[^']*'|True|False|\\([^)]*\\))");
-  if (!std::regex_search(header, m, re)) return {};
-  return m[1];
+  size_t pos = header.find("'" + key + "'");
+  if (pos == std::string::npos) return {};
+  pos = header.find(':', pos + key.size() + 2);
+  if (pos == std::string::npos) return {};
+  pos = header.find_first_not_of(' ', pos + 1);
+  if (pos == std::string::npos) return {};
+  const char open = header[pos];
+  if (open == '\'' || open == '(') {
+    const size_t close = header.find(open == '(' ? ')' : '\'', pos + 1);
+    return close == std::string::npos ? std::string() : header.substr(pos, close - pos + 1);
+  }
+  const size_t end = header.find_first_of(",}", pos);
+  std::string word = header.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+  word.erase(word.find_last_not_of(' ') + 1);
+  return word;
 }
 
 }  // namespace

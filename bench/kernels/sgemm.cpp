@@ -1,0 +1,229 @@
+// Single-thread SGEMM: every microkernel of kernels/cpu/gemm_microkernels.inc
+// beside oneDNN's dnnl_sgemm on the same shapes, in one run, with the
+// machine's FP32 peak for reference.
+//
+//   bench_sgemm [--benchmark_filter=...] [--benchmark_repetitions=N] [...]
+//
+// The summary table takes each variant's best repetition.
+//
+// Tessera's B is packed once outside the timed loop (weights are packed at
+// model load); dnnl_sgemm packs internally on every call, which costs it a
+// few percent on the small tile shapes. Both run on one thread.
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/gemm_microkernel.hpp"
+
+#if TESSERA_BENCH_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+namespace {
+
+// The machine is shared: every rate is per second of this thread's CPU time
+// (Google Benchmark's default), so time lost to other processes is not
+// counted against either side.
+double thread_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+using namespace tessera::kernels::cpu;
+
+struct Shape {
+  const char* label;
+  int64_t m, n, k;
+};
+
+// 2048³; the tiler's tile shapes; ResNet-50 convolutions as im2col GEMMs
+// (M = output pixels, N = output channels, K = input channels · kh · kw).
+constexpr Shape kShapes[] = {
+    {"square_2048", 2048, 2048, 2048},         {"tile_64x128x1152", 64, 128, 1152},
+    {"tile_256x64x576", 256, 64, 576},         {"res2_3x3_3136x64x576", 3136, 64, 576},
+    {"res3_3x3_784x128x1152", 784, 128, 1152}, {"res4_3x3_196x256x2304", 196, 256, 2304},
+    {"res5_3x3_49x512x4608", 49, 512, 4608},   {"res2_1x1_3136x256x64", 3136, 256, 64},
+};
+
+std::vector<float> random_matrix(int64_t size, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(size));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void set_flops(benchmark::State& state, const Shape& s) {
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * s.m * s.n * s.k * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void bm_tessera(benchmark::State& state, Shape s, const GemmMicrokernel* kernel) {
+  const std::vector<float> a = random_matrix(s.m * s.k, 1), b = random_matrix(s.k * s.n, 2);
+  std::vector<float> c(static_cast<size_t>(s.m * s.n));
+  const PackedMatrix packed = pack_b(b.data(), s.k, s.n, s.n, false, *kernel);
+  for (auto _ : state) {
+    gemm_tile(a.data(), s.k, packed, c.data(), s.n, {.m0 = 0, .m1 = s.m, .n0 = 0, .n1 = s.n});
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, s);
+}
+
+#if TESSERA_BENCH_HAVE_DNNL
+void bm_onednn(benchmark::State& state, Shape s) {
+  const std::vector<float> a = random_matrix(s.m * s.k, 1), b = random_matrix(s.k * s.n, 2);
+  std::vector<float> c(static_cast<size_t>(s.m * s.n));
+  for (auto _ : state) {
+    if (dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.n, 0.0f, c.data(),
+                   s.n) != dnnl_success)
+      state.SkipWithError("dnnl_sgemm failed");
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, s);
+}
+#endif
+
+// Clock: a chain of dependent register-register adds retires one per cycle
+// (add-immediate chains do not: Golden Cove folds small immediates at rename).
+double measure_clock_hz() {
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    uint64_t x = 0, one = 1;
+    constexpr int64_t kLoops = 20'000'000;
+    const double t0 = thread_seconds();
+    for (int64_t i = 0; i < kLoops; ++i)
+      asm volatile(
+          "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+          "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+          : "+r"(x)
+          : "r"(one));
+    const double s = thread_seconds() - t0;
+    best = std::max(best, kLoops * 8.0 / s);  // the loop's own add/cmp/jmp overlap the chain
+  }
+  return best;
+}
+
+// Measured FP32 FMA throughput on one core: 24 independent AVX-512 FMA
+// chains (enough to cover 4-cycle latency × 2 ports), what no SGEMM can beat.
+__attribute__((target("avx512f"))) double measure_avx512_fma_flops() {
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    int64_t loops = 4'000'000;
+    const int64_t total = loops;
+    const double t0 = thread_seconds();
+#define TESSERA_FMA(r) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #r "\n\t"
+    asm volatile(
+        "vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"
+        "1:\n\t" TESSERA_FMA(0) TESSERA_FMA(1) TESSERA_FMA(2) TESSERA_FMA(3) TESSERA_FMA(4)
+            TESSERA_FMA(5) TESSERA_FMA(6) TESSERA_FMA(7) TESSERA_FMA(8) TESSERA_FMA(9)
+                TESSERA_FMA(10) TESSERA_FMA(11) TESSERA_FMA(12) TESSERA_FMA(13) TESSERA_FMA(14)
+                    TESSERA_FMA(15) TESSERA_FMA(16) TESSERA_FMA(17) TESSERA_FMA(18) TESSERA_FMA(19)
+                        TESSERA_FMA(20) TESSERA_FMA(21) TESSERA_FMA(22)
+                            TESSERA_FMA(23) "dec %0\n\tjnz 1b\n\tvzeroupper"
+        : "+r"(loops)
+        :
+        : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+          "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19",
+          "xmm20", "xmm21", "xmm22", "xmm23", "xmm30", "xmm31");
+#undef TESSERA_FMA
+    const double s = thread_seconds() - t0;
+    best = std::max(best, static_cast<double>(total) * 24.0 * 32.0 / s);
+  }
+  return best;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+// Collects each run's GFLOP/s for the summary table.
+class SummaryReporter : public benchmark::ConsoleReporter {
+ public:
+  std::map<std::string, std::map<std::string, double>> gflops;  // shape → impl → GFLOP/s
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
+      const std::string name = run.benchmark_name();  // sgemm/<shape>/<impl>
+      const size_t a = name.find('/'), b = name.find('/', a + 1);
+      // The best repetition: on a shared machine the slower ones measure
+      // the neighbours, not the kernel.
+      double& best = gflops[name.substr(a + 1, b - a - 1)][name.substr(b + 1)];
+      best = std::max(best, static_cast<double>(run.counters.at("GFLOP/s").value));
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // oneDNN on Debian uses libgomp, loaded with it; one thread for the
+  // single-core comparison (OMP_NUM_THREADS is read before main).
+  using SetThreads = void (*)(int);
+  if (auto set_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+    set_threads(1);
+
+  const double clock_hz = measure_clock_hz();
+  const bool avx512 = gemm_isa_supported(GemmIsa::kAvx512);
+  const double fma_flops = avx512 ? measure_avx512_fma_flops() : 0.0;
+  // Assumption: 2 AVX-512 FMA units per core (Xeon Sapphire Rapids): 2 × 16
+  // lanes × 2 FLOP = 64 FLOP/cycle. The FMA loop checks it.
+  const double peak = clock_hz * 64.0;
+  std::printf("machine: %s, 1 thread (Tessera and oneDNN)\n", cpu_model().c_str());
+  std::printf(
+      "clock (dependent-add loop): %.2f GHz; assumed peak 64 FLOP/cycle/core "
+      "(2 AVX-512 FMA units) = %.1f GFLOP/s\n",
+      clock_hz * 1e-9, peak * 1e-9);
+  if (avx512)
+    std::printf("measured AVX-512 FMA-loop peak: %.1f GFLOP/s (%.1f FLOP/cycle)\n",
+                fma_flops * 1e-9, fma_flops / clock_hz);
+  std::printf("default microkernel: %.*s\n\n",
+              static_cast<int>(gemm_default_microkernel().name.size()),
+              gemm_default_microkernel().name.data());
+
+  for (const Shape& s : kShapes) {
+    const std::string prefix = std::string("sgemm/") + s.label + "/";
+    for (const GemmMicrokernel& kernel : gemm_microkernels()) {
+      if (!gemm_isa_supported(kernel.isa)) continue;
+      benchmark::RegisterBenchmark((prefix + std::string(kernel.name)).c_str(), bm_tessera, s,
+                                   &kernel)
+          ->Unit(benchmark::kMillisecond);
+    }
+#if TESSERA_BENCH_HAVE_DNNL
+    benchmark::RegisterBenchmark((prefix + "onednn").c_str(), bm_onednn, s)
+        ->Unit(benchmark::kMillisecond);
+#endif
+  }
+  benchmark::Initialize(&argc, argv);
+  SummaryReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+
+  const double reference_peak = avx512 ? std::min(peak, fma_flops) : peak;
+  std::printf("\n%-26s %-22s %9s %8s %10s\n", "shape", "impl", "GFLOP/s", "%peak", "vs oneDNN");
+  for (const auto& [shape, impls] : reporter.gflops) {
+    const auto onednn = impls.find("onednn");
+    for (const auto& [impl, g] : impls)
+      std::printf("%-26s %-22s %9.1f %7.1f%% %9.3fx\n", shape.c_str(), impl.c_str(), g,
+                  100.0 * g * 1e9 / reference_peak,
+                  onednn != impls.end() ? g / onednn->second : 0.0);
+  }
+  std::printf("%%peak is of %.1f GFLOP/s (the lower of the assumed and measured peaks)\n",
+              reference_peak * 1e-9);
+  benchmark::Shutdown();
+}

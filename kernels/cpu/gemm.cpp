@@ -1,0 +1,320 @@
+// Tile-level SGEMM driver: ISA dispatch, B packing, cache blocking and the
+// edges. Compiled for the baseline ISA; the microkernels live in
+// gemm_<isa>.cpp. Loop order follows BLIS (Van Zee & van de Geijn 2015) with
+// the roles of A and B swapped for row-major C: the MR×KC micro-panel of A
+// stays in L1 while the inner loop walks the KC×NC block of B panels in L2.
+#include "kernels/cpu/gemm.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/gemm_microkernel.hpp"
+
+namespace tessera::kernels::cpu {
+namespace {
+
+constexpr GemmMicrokernel kMicrokernels[] = {
+#define TESSERA_GEMM_MICROKERNEL(isa, function, mr, nr) {GemmIsa::isa, #function, mr, nr, function},
+#include "kernels/cpu/gemm_microkernels.inc"
+#undef TESSERA_GEMM_MICROKERNEL
+};
+
+constexpr int kMaxMr = 16;
+constexpr int kMaxNr = 64;
+static_assert(std::ranges::all_of(kMicrokernels, [](const GemmMicrokernel& k) {
+  return k.mr <= kMaxMr && k.nr <= kMaxNr;
+}));
+
+// Cache blocking (BLIS's loops, Van Zee & van de Geijn 2015, with A and B
+// swapped for row-major C; see GemmBlocking).
+// Set only by tuning code and tests, before any gemm_tile() runs.
+GemmBlocking g_blocking;
+
+bool cpu_supports(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kPortable:
+      return true;
+#if defined(__x86_64__) || defined(__i386__)
+    case GemmIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case GemmIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+#endif
+    default:
+      return false;
+  }
+}
+
+GemmIsa best_isa() {
+  for (GemmIsa isa : {GemmIsa::kAvx512, GemmIsa::kAvx2})
+    if (cpu_supports(isa)) return isa;
+  return GemmIsa::kPortable;
+}
+
+// Chosen once at start-up (XNNPACK's habit): no per-call ISA branching.
+std::atomic<GemmIsa> g_isa{best_isa()};
+
+const GemmMicrokernel& first_microkernel(GemmIsa isa) {
+  for (const GemmMicrokernel& k : kMicrokernels)
+    if (k.isa == isa) return k;
+  throw std::invalid_argument("no SGEMM microkernel for ISA " + std::string(gemm_isa_name(isa)));
+}
+
+float* allocate_aligned(size_t floats) {
+  const size_t bytes = (std::max<size_t>(floats, 1) * sizeof(float) + 63) / 64 * 64;
+  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+// Per-thread scratch, grown on a thread's first call (and when the blocking
+// grows), never per call: the packed block of A and the MR×NR block that
+// edge tiles are computed into.
+struct GemmScratch {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> a_block;
+  int64_t a_block_floats = 0;
+  std::unique_ptr<float[], Free> edge{allocate_aligned(kMaxMr * kMaxNr)};
+
+  float* a_block_for(int64_t floats) {
+    if (floats > a_block_floats) {
+      a_block.reset(allocate_aligned(static_cast<size_t>(floats)));
+      a_block_floats = floats;
+    }
+    return a_block.get();
+  }
+};
+
+GemmScratch& thread_scratch() {
+  thread_local GemmScratch scratch;
+  return scratch;
+}
+
+float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n) {
+  if (ep.bias_kind == GemmBias::kPerColumn) x += ep.bias[n];
+  if (ep.bias_kind == GemmBias::kPerRow) x += ep.bias[m];
+  const bool residual_before = ep.residual_position == GemmResidual::kBeforeActivation;
+  if (ep.residual && residual_before) x += ep.residual[m * ep.ld_residual + n];
+  switch (ep.activation) {
+    case GemmActivation::kNone:
+      break;
+    case GemmActivation::kRelu:
+      x = std::max(x, 0.0f);
+      break;
+    case GemmActivation::kClip:
+      x = std::min(std::max(x, ep.clip_min), ep.clip_max);
+      break;
+    case GemmActivation::kSigmoid:
+      x = 1.0f / (1.0f + std::exp(-x));
+      break;
+  }
+  if (ep.residual && !residual_before) x += ep.residual[m * ep.ld_residual + n];
+  return x;
+}
+
+// A[m0:m0+mr_valid, k0:k0+kc] as kc groups of MR scalars, zero rows past
+// mr_valid (the microkernel's packed layout).
+void pack_a_micropanel(const float* a, int64_t lda, int64_t mr_valid, int mr, int64_t kc,
+                       float* out) {
+  for (int64_t i = 0; i < mr_valid; ++i) {
+    const float* row = a + i * lda;
+    for (int64_t k = 0; k < kc; ++k) out[k * mr + i] = row[k];
+  }
+  for (int64_t i = mr_valid; i < mr; ++i)
+    for (int64_t k = 0; k < kc; ++k) out[k * mr + i] = 0.0f;
+}
+
+}  // namespace
+
+std::span<const GemmMicrokernel> gemm_microkernels() {
+  return kMicrokernels;
+}
+
+bool gemm_isa_supported(GemmIsa isa) {
+  for (const GemmMicrokernel& k : kMicrokernels)
+    if (k.isa == isa) return cpu_supports(isa);
+  return false;
+}
+
+std::string_view gemm_isa_name(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kPortable:
+      return "portable";
+    case GemmIsa::kAvx2:
+      return "avx2";
+    case GemmIsa::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+GemmIsa gemm_isa() {
+  return g_isa.load(std::memory_order_relaxed);
+}
+
+void set_gemm_isa(GemmIsa isa) {
+  if (!gemm_isa_supported(isa))
+    throw std::invalid_argument("this CPU cannot run the " + std::string(gemm_isa_name(isa)) +
+                                " SGEMM microkernels");
+  g_isa.store(isa, std::memory_order_relaxed);
+}
+
+const GemmMicrokernel& gemm_default_microkernel() {
+  return first_microkernel(gemm_isa());
+}
+
+GemmBlocking gemm_blocking() {
+  return g_blocking;
+}
+
+void set_gemm_blocking(const GemmBlocking& blocking) {
+  if (blocking.kc < 1 || blocking.mc < 1 || blocking.nc < 1 || blocking.pack_a_min_columns < 0)
+    throw std::invalid_argument("set_gemm_blocking: block sizes must be positive");
+  g_blocking = blocking;
+}
+
+void PackedMatrix::FreeAligned::operator()(float* p) const {
+  std::free(p);
+}
+
+PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed) {
+  return pack_b(b, k, n, ldb, transposed, gemm_default_microkernel());
+}
+
+PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed,
+                    const GemmMicrokernel& kernel) {
+  if (k < 0 || n < 0 || ldb < (transposed ? k : n))
+    throw std::invalid_argument("pack_b: bad shape or leading dimension");
+  if (!cpu_supports(kernel.isa))
+    throw std::invalid_argument("pack_b: this CPU cannot run " + std::string(kernel.name));
+  const int64_t nr = kernel.nr;
+  const int64_t panels = (n + nr - 1) / nr;
+  PackedMatrix packed;
+  packed.data_.reset(allocate_aligned(static_cast<size_t>(panels * k * nr)));
+  packed.k_ = k;
+  packed.n_ = n;
+  packed.kernel_ = &kernel;
+  float* out = packed.data_.get();
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t j0 = p * nr, width = std::min(nr, n - j0);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      float* row = out + (p * k + kk) * nr;
+      for (int64_t j = 0; j < width; ++j)
+        row[j] = transposed ? b[(j0 + j) * ldb + kk] : b[kk * ldb + j0 + j];
+      std::fill(row + width, row + nr, 0.0f);
+    }
+  }
+  return packed;
+}
+
+void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int64_t ldc,
+               const GemmTile& tile, const GemmEpilogue& epilogue) {
+  if (b.empty()) throw std::invalid_argument("gemm_tile: B is not packed");
+  if (tile.m0 < 0 || tile.n0 < 0 || tile.m1 < tile.m0 || tile.n1 < tile.n0 || tile.n1 > b.n())
+    throw std::invalid_argument("gemm_tile: tile outside the matrices");
+  if (tile.m1 == tile.m0 || tile.n1 == tile.n0) return;
+  if (epilogue.bias_kind != GemmBias::kNone && !epilogue.bias)
+    throw std::invalid_argument("gemm_tile: bias kind set without bias");
+
+  const GemmMicrokernel& kernel = b.microkernel();
+  const int mr = kernel.mr;
+  const int64_t nr = kernel.nr, k = b.k();
+  GemmScratch& scratch = thread_scratch();
+  const int64_t panel_begin = tile.n0 / nr, panel_end = (tile.n1 + nr - 1) / nr;
+  const GemmBlocking blocking = gemm_blocking();
+  const int64_t kc_max = blocking.kc;
+  const int64_t panels_per_block = std::max<int64_t>(1, blocking.nc / nr);
+  const int64_t rows_per_block = std::max<int64_t>(1, blocking.mc / mr) * mr;
+  const bool pack_a = tile.n1 - tile.n0 >= blocking.pack_a_min_columns;
+  float* a_block =
+      pack_a ? scratch.a_block_for(std::min(rows_per_block, tile.m1 - tile.m0 + mr) * kc_max)
+             : nullptr;
+  const int64_t k_blocks = std::max<int64_t>(1, (k + kc_max - 1) / kc_max);
+
+  GemmMicrotileEpilogue micro_ep{.bias_kind = epilogue.bias_kind,
+                                 .activation = epilogue.activation,
+                                 .clip_min = epilogue.clip_min,
+                                 .clip_max = epilogue.clip_max,
+                                 .ld_residual = epilogue.ld_residual,
+                                 .residual_position = epilogue.residual_position};
+  GemmMicrokernelArgs args;
+  for (int64_t kb = 0; kb < k_blocks; ++kb) {
+    const int64_t k0 = kb * kc_max, kc = std::min(kc_max, k - k0);
+    const bool first = kb == 0, last = kb == k_blocks - 1;
+    args.kc = kc;
+    for (int64_t mb = tile.m0; mb < tile.m1; mb += rows_per_block) {
+      const int64_t me = std::min(mb + rows_per_block, tile.m1);
+      if (pack_a)
+        for (int64_t m = mb; m < me; m += mr)
+          pack_a_micropanel(a + m * lda + k0, lda, std::min<int64_t>(mr, me - m), mr, kc,
+                            a_block + (m - mb) * kc);
+      for (int64_t pb = panel_begin; pb < panel_end; pb += panels_per_block) {
+        const int64_t pe = std::min(pb + panels_per_block, panel_end);
+        for (int64_t m = mb; m < me; m += mr) {
+          const int64_t mv = std::min<int64_t>(mr, me - m);
+          args.m_valid = mv;
+          if (pack_a) {
+            args.a = a_block + (m - mb) * kc;
+            args.a_row_stride = 1;
+            args.a_k_stride = mr;
+          } else {
+            args.a = a + m * lda + k0;
+            args.a_row_stride = lda;
+            args.a_k_stride = 1;
+          }
+          for (int64_t p = pb; p < pe; ++p) {
+            const int64_t j0 = p * nr;
+            const int64_t col_lo = std::max(tile.n0, j0), col_hi = std::min(tile.n1, j0 + nr);
+            args.b = b.data() + (p * k + k0) * nr;
+            if (mv == mr && col_lo == j0 && col_hi == j0 + nr) {
+              // Whole block: accumulate and run the epilogue in registers.
+              args.c = c + m * ldc + j0;
+              args.ldc = ldc;
+              args.load_c = !first || epilogue.accumulate;
+              args.epilogue = nullptr;
+              if (last && (epilogue.bias_kind != GemmBias::kNone ||
+                           epilogue.activation != GemmActivation::kNone || epilogue.residual)) {
+                if (epilogue.bias_kind != GemmBias::kNone)
+                  micro_ep.bias =
+                      epilogue.bias + (epilogue.bias_kind == GemmBias::kPerRow ? m : j0);
+                micro_ep.residual =
+                    epilogue.residual ? epilogue.residual + m * epilogue.ld_residual + j0 : nullptr;
+                args.epilogue = &micro_ep;
+              }
+              kernel.fn(args);
+              continue;
+            }
+            // Edge block: compute all of it into scratch, then write only the
+            // part inside the tile.
+            float* edge = scratch.edge.get();
+            args.c = edge;
+            args.ldc = nr;
+            args.load_c = false;
+            args.epilogue = nullptr;
+            kernel.fn(args);
+            for (int64_t i = 0; i < mv; ++i) {
+              float* c_row = c + (m + i) * ldc;
+              const float* e_row = edge + i * nr;
+              for (int64_t j = col_lo; j < col_hi; ++j) {
+                float x = e_row[j - j0];
+                if (!first || epilogue.accumulate) x += c_row[j];
+                if (last) x = apply_epilogue_scalar(x, epilogue, m + i, j);
+                c_row[j] = x;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tessera::kernels::cpu

@@ -1,0 +1,143 @@
+#pragma once
+// Tile-level SGEMM for the CPU: one call computes exactly one output tile
+//
+//   C[m0:m1, n0:n1] (+)= A[m0:m1, :K] · B[:K, n0:n1], then the epilogue,
+//
+// so the tiler's tiles map straight onto it. B (the weights) is packed once
+// with pack_b() into NR-wide column panels, K-contiguous, 64-byte aligned:
+// the layout the register-blocked microkernel reads. A (the activations) is
+// row-major with a leading dimension; it is read in place, or copied into a
+// per-thread scratch micro-panel when the tile is wide enough for that to
+// pay. The epilogue (bias, activation, residual) runs while the tile is
+// still in registers.
+//
+// The microkernel (AVX-512, AVX2 or portable SSE2) is chosen once, at
+// start-up, from the CPU's features; set_gemm_isa() forces another one (tests
+// use it to run every path on one machine). A PackedMatrix remembers the
+// microkernel it was packed for, and gemm_tile() always runs that one.
+//
+// Usage:
+//   PackedMatrix w = pack_b(weights, K, N, /*ldb=*/N, /*transposed=*/false);
+//   GemmEpilogue ep{.bias = bias, .bias_kind = GemmBias::kPerColumn,
+//                   .activation = GemmActivation::kRelu};
+//   gemm_tile(x, /*lda=*/K, w, y, /*ldc=*/N, {.m0 = 0, .m1 = M, .n0 = 0, .n1 = N}, ep);
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+namespace tessera::kernels::cpu {
+
+enum class GemmIsa { kPortable, kAvx2, kAvx512 };
+
+struct GemmMicrokernelArgs;
+using GemmMicrokernelFn = void (*)(const GemmMicrokernelArgs&);
+
+// One entry of kernels/cpu/gemm_microkernels.inc.
+struct GemmMicrokernel {
+  GemmIsa isa;
+  std::string_view name;  // e.g. "gemm_12x32__avx512"
+  int mr;                 // rows of C per call (broadcast from A)
+  int nr;                 // columns of C per call (vectors of B)
+  GemmMicrokernelFn fn;
+};
+
+// Every microkernel built into the library, in manifest order (including
+// those the CPU cannot run: check gemm_isa_supported()).
+std::span<const GemmMicrokernel> gemm_microkernels();
+bool gemm_isa_supported(GemmIsa isa);
+std::string_view gemm_isa_name(GemmIsa isa);
+
+// The ISA in use: the best the CPU supports unless set_gemm_isa() forced one.
+GemmIsa gemm_isa();
+// Forces `isa` for later pack_b() calls. Throws std::invalid_argument when
+// the CPU cannot run it. Not thread-safe with concurrent pack_b().
+void set_gemm_isa(GemmIsa isa);
+// The microkernel pack_b() uses now (the first of gemm_isa() in the manifest).
+const GemmMicrokernel& gemm_default_microkernel();
+
+// Cache blocking inside gemm_tile(), BLIS's loops (Van Zee & van de Geijn
+// 2015) with A and B swapped for row-major C: for each `kc` slice of K, an
+// `mc`-row block of A (packed, if at all, once per slice), then `nc`-column
+// blocks of B panels (KC·NC floats held in L2), then MR-row micro-panels of
+// A (held in L1) across those panels. Copying A into packed micro-panels
+// removes MR row pointers and L1 set conflicts but costs a transposing copy
+// of the tile's A once per slice; on Sapphire Rapids reading A in place was
+// faster for every shape measured (bench/kernels/sgemm.cpp), so packing is
+// reserved for tiles at least `pack_a_min_columns` wide.
+struct GemmBlocking {
+  int64_t kc = 320;
+  int64_t mc = 768;
+  int64_t nc = 384;
+  int64_t pack_a_min_columns = 4096;
+};
+GemmBlocking gemm_blocking();
+// For tuning and tests; not to be called while gemm_tile() runs elsewhere.
+void set_gemm_blocking(const GemmBlocking& blocking);
+
+// B packed into ceil(N / NR) panels; panel p holds columns [p·NR, p·NR + NR)
+// as K rows of NR floats (zero past column N). Panel p starts at p·K·NR.
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  int nr() const { return kernel_->nr; }
+  const float* data() const { return data_.get(); }
+  const GemmMicrokernel& microkernel() const { return *kernel_; }
+  bool empty() const { return kernel_ == nullptr; }
+
+ private:
+  struct FreeAligned {
+    void operator()(float* p) const;
+  };
+  friend PackedMatrix pack_b(const float*, int64_t, int64_t, int64_t, bool, const GemmMicrokernel&);
+  std::unique_ptr<float[], FreeAligned> data_;
+  int64_t k_ = 0, n_ = 0;
+  const GemmMicrokernel* kernel_ = nullptr;
+};
+
+// Packs B [K, N] (transposed = false: b[k·ldb + n]) or its transpose stored
+// as [N, K] (transposed = true: b[n·ldb + k], ONNX Gemm transB / conv weights
+// as [out channels, in channels·kh·kw]) for gemm_default_microkernel().
+PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed);
+// The same for a given microkernel (tests and benchmarks pick each one).
+PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed,
+                    const GemmMicrokernel& kernel);
+
+enum class GemmBias { kNone, kPerColumn, kPerRow };
+enum class GemmActivation { kNone, kRelu, kClip, kSigmoid };
+enum class GemmResidual { kBeforeActivation, kAfterActivation };
+
+// Applied per element of the tile, in this order:
+//   x = (accumulate ? C : 0) + A·B
+//   x += bias[n] (kPerColumn) or bias[m] (kPerRow: output channels as rows)
+//   x += residual[m·ld_residual + n]   if residual and kBeforeActivation
+//   x = activation(x)                  relu, clip to [clip_min, clip_max], sigmoid
+//   x += residual[m·ld_residual + n]   if residual and kAfterActivation
+// bias and residual are indexed by absolute row/column, like A and C.
+struct GemmEpilogue {
+  bool accumulate = false;
+  const float* bias = nullptr;
+  GemmBias bias_kind = GemmBias::kNone;
+  GemmActivation activation = GemmActivation::kNone;
+  float clip_min = 0.0f, clip_max = 6.0f;
+  const float* residual = nullptr;
+  int64_t ld_residual = 0;
+  GemmResidual residual_position = GemmResidual::kBeforeActivation;
+};
+
+struct GemmTile {
+  int64_t m0 = 0, m1 = 0;  // rows of C (and A)
+  int64_t n0 = 0, n1 = 0;  // columns of C (and B)
+};
+
+// C[m0:m1, n0:n1] (+)= A[m0:m1, :K] · B[:K, n0:n1] with the epilogue. `a`
+// and `c` point at element (0, 0) of the whole matrices, so the tile's rows
+// are read at a + m·lda and written at c + m·ldc; nothing outside the tile
+// is written. Thread-safe: each thread has its own scratch.
+void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int64_t ldc,
+               const GemmTile& tile, const GemmEpilogue& epilogue = {});
+
+}  // namespace tessera::kernels::cpu

@@ -1,0 +1,20 @@
+// The AVX2 + FMA3 SGEMM microkernels of the manifest. kernels/CMakeLists.txt
+// compiles this file, and only this file, with the matching target flags;
+// gemm.cpp calls into it only when the CPU supports the ISA.
+#include "kernels/cpu/gemm_microkernel_impl.hpp"
+
+namespace tessera::kernels::cpu {
+
+#define TESSERA_GEMM_kAvx512(function, mr, nr)
+#define TESSERA_GEMM_kAvx2(function, mr, nr)
+#define TESSERA_GEMM_kPortable(function, mr, nr)
+#undef TESSERA_GEMM_kAvx2
+#define TESSERA_GEMM_kAvx2(function, mr, nr)                  \
+  void function(const GemmMicrokernelArgs& args) {            \
+    gemm_microkernel<xsimd::fma3<xsimd::avx2>, mr, nr>(args); \
+  }
+#define TESSERA_GEMM_MICROKERNEL(isa, function, mr, nr) TESSERA_GEMM_##isa(function, mr, nr)
+#include "kernels/cpu/gemm_microkernels.inc"
+#undef TESSERA_GEMM_MICROKERNEL
+
+}  // namespace tessera::kernels::cpu

@@ -1,0 +1,24 @@
+// The AVX-512 (F, VL, DQ, BW) SGEMM microkernels of the manifest. kernels/CMakeLists.txt
+// compiles this file, and only this file, with the matching target flags;
+// gemm.cpp calls into it only when the CPU supports the ISA.
+// GCC 12's own _mm512_undefined_ps() self-initialises (`__m512 __Y = __Y;`)
+// and trips -Wmaybe-uninitialized once inlined here (GCC bug 105593, fixed
+// in GCC 13); the warning is about the compiler's header, not this code.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "kernels/cpu/gemm_microkernel_impl.hpp"
+
+namespace tessera::kernels::cpu {
+
+#define TESSERA_GEMM_kAvx512(function, mr, nr)
+#define TESSERA_GEMM_kAvx2(function, mr, nr)
+#define TESSERA_GEMM_kPortable(function, mr, nr)
+#undef TESSERA_GEMM_kAvx512
+#define TESSERA_GEMM_kAvx512(function, mr, nr)      \
+  void function(const GemmMicrokernelArgs& args) {  \
+    gemm_microkernel<xsimd::avx512f, mr, nr>(args); \
+  }
+#define TESSERA_GEMM_MICROKERNEL(isa, function, mr, nr) TESSERA_GEMM_##isa(function, mr, nr)
+#include "kernels/cpu/gemm_microkernels.inc"
+#undef TESSERA_GEMM_MICROKERNEL
+
+}  // namespace tessera::kernels::cpu

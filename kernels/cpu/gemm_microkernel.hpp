@@ -1,0 +1,43 @@
+#pragma once
+// The contract between gemm_tile() and the per-ISA microkernels. Internal to
+// kernels/cpu (tests and benchmarks include it to call kernels one by one).
+#include <cstdint>
+
+#include "kernels/cpu/gemm.hpp"
+
+namespace tessera::kernels::cpu {
+
+// The epilogue for one MR×NR block, its pointers already offset to the
+// block's first row/column.
+struct GemmMicrotileEpilogue {
+  const float* bias = nullptr;  // bias[j] (kPerColumn) or bias[i] (kPerRow)
+  GemmBias bias_kind = GemmBias::kNone;
+  GemmActivation activation = GemmActivation::kNone;
+  float clip_min = 0.0f, clip_max = 0.0f;
+  const float* residual = nullptr;  // residual[i·ld_residual + j]
+  int64_t ld_residual = 0;
+  GemmResidual residual_position = GemmResidual::kBeforeActivation;
+};
+
+// C[0:MR, 0:NR] (+)= A[0:MR, 0:kc] · Bpanel[0:kc, 0:NR], every row and column
+// of the block written. A is read either in place (a_k_stride == 1: row i at
+// a + i·a_row_stride; rows ≥ m_valid read row m_valid − 1 instead, so no
+// read leaves the matrix) or packed (a_row_stride == 1, a_k_stride == MR).
+struct GemmMicrokernelArgs {
+  int64_t kc = 0;
+  const float* a = nullptr;
+  int64_t a_row_stride = 0, a_k_stride = 1;
+  int64_t m_valid = 0;
+  const float* b = nullptr;  // kc rows of NR floats, 64-byte aligned
+  float* c = nullptr;
+  int64_t ldc = 0;
+  bool load_c = false;                              // C += product, else C = product
+  const GemmMicrotileEpilogue* epilogue = nullptr;  // null: store the sum as is
+};
+
+#define TESSERA_GEMM_MICROKERNEL(isa, function, mr, nr) \
+  void function(const GemmMicrokernelArgs& args);
+#include "kernels/cpu/gemm_microkernels.inc"
+#undef TESSERA_GEMM_MICROKERNEL
+
+}  // namespace tessera::kernels::cpu

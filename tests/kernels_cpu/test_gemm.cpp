@@ -1,0 +1,357 @@
+// Every SGEMM microkernel of kernels/cpu/gemm_microkernels.inc against a
+// naive double-precision reference, through gemm_tile(): the named edges
+// (m < MR, n < NR, remainders, K = 1, K across cache blocks, tiles at
+// unaligned offsets, strided A and C, transposed B, every epilogue), then
+// random shapes. Every element outside the tile is a sentinel that must
+// survive. Seeds: TESSERA_TEST_SEED=<n> replays a run.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/gemm_microkernel.hpp"
+
+namespace {
+
+using namespace tessera::kernels::cpu;
+
+uint64_t base_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("TESSERA_TEST_SEED");
+    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+    std::printf("test_cpu_gemm: TESSERA_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+constexpr float kSentinel = -12345.5f;
+
+struct GemmCase {
+  int64_t rows = 1, cols = 1, k = 1;  // the whole C is rows × cols
+  GemmTile tile;                      // the part computed
+  int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;
+  bool transposed = false;
+  bool accumulate = false;
+  GemmBias bias_kind = GemmBias::kNone;
+  GemmActivation activation = GemmActivation::kNone;
+  bool residual = false;
+  GemmResidual residual_position = GemmResidual::kBeforeActivation;
+  float clip_min = -0.5f, clip_max = 0.75f;
+  bool zero_b = false;
+  GemmBlocking blocking;  // run() sets pack_a_min_columns to force A packed or in place
+
+  std::string describe() const {
+    std::ostringstream s;
+    s << "C " << rows << "x" << cols << " K " << k << " tile [" << tile.m0 << "," << tile.m1
+      << ")x[" << tile.n0 << "," << tile.n1 << ") pads " << lda_pad << "/" << ldb_pad << "/"
+      << ldc_pad << " transposed " << transposed << " accumulate " << accumulate << " bias "
+      << static_cast<int>(bias_kind) << " act " << static_cast<int>(activation) << " residual "
+      << residual << " after " << (residual_position == GemmResidual::kAfterActivation)
+      << " zero_b " << zero_b << " blocking kc " << blocking.kc << " mc " << blocking.mc << " nc "
+      << blocking.nc << " pack A from " << blocking.pack_a_min_columns << " columns";
+    return s.str();
+  }
+};
+
+GemmCase whole(int64_t m, int64_t n, int64_t k) {
+  GemmCase c;
+  c.rows = m;
+  c.cols = n;
+  c.k = k;
+  c.tile = {0, m, 0, n};
+  return c;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+// Runs one case on `kernel` and checks every element of C.
+void check_case(const GemmMicrokernel& kernel, const GemmCase& gc, uint64_t seed) {
+  INFO(kernel.name, " seed ", seed, ": ", gc.describe());
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t m = gc.rows, n = gc.cols, k = gc.k;
+  const int64_t lda = k + gc.lda_pad, ldc = n + gc.ldc_pad;
+  const int64_t ldb = (gc.transposed ? k : n) + gc.ldb_pad;
+  // Exact sizes (the last row without its padding), so that a read past the
+  // matrices is caught by AddressSanitizer.
+  auto exact = [](int64_t count, int64_t ld, int64_t width) {
+    return static_cast<size_t>(count == 0 ? 0 : (count - 1) * ld + width);
+  };
+  std::vector<float> a(exact(m, lda, k)),
+      b(exact(gc.transposed ? n : k, ldb, gc.transposed ? k : n));
+  for (float& x : a) x = dist(rng);
+  for (float& x : b) x = gc.zero_b ? 0.0f : 2.0f * dist(rng);
+  std::vector<float> bias;
+  if (gc.bias_kind == GemmBias::kPerColumn) bias.resize(static_cast<size_t>(n));
+  if (gc.bias_kind == GemmBias::kPerRow) bias.resize(static_cast<size_t>(m));
+  for (float& x : bias) x = dist(rng);
+  const int64_t ldr = n + 3;
+  std::vector<float> residual(gc.residual ? exact(m, ldr, n) : 0);
+  for (float& x : residual) x = dist(rng);
+
+  std::vector<float> c(static_cast<size_t>(m * ldc), kSentinel);
+  const GemmTile& t = gc.tile;
+  for (int64_t i = t.m0; i < t.m1; ++i)
+    for (int64_t j = t.n0; j < t.n1; ++j) c[i * ldc + j] = gc.accumulate ? dist(rng) : kSentinel;
+  const std::vector<float> c_before = c;
+  double c_tile_max = 0;  // the initial tile values (the sentinel is no part of the sum)
+  if (gc.accumulate)
+    for (int64_t i = t.m0; i < t.m1; ++i)
+      for (int64_t j = t.n0; j < t.n1; ++j)
+        c_tile_max = std::max(c_tile_max, static_cast<double>(std::fabs(c[i * ldc + j])));
+
+  const PackedMatrix packed = pack_b(b.data(), k, n, ldb, gc.transposed, kernel);
+  REQUIRE(&packed.microkernel() == &kernel);
+  GemmEpilogue ep;
+  ep.accumulate = gc.accumulate;
+  ep.bias = bias.empty() ? nullptr : bias.data();
+  ep.bias_kind = gc.bias_kind;
+  ep.activation = gc.activation;
+  ep.clip_min = gc.clip_min;
+  ep.clip_max = gc.clip_max;
+  ep.residual = gc.residual ? residual.data() : nullptr;
+  ep.ld_residual = ldr;
+  ep.residual_position = gc.residual_position;
+  const GemmBlocking saved = gemm_blocking();
+  set_gemm_blocking(gc.blocking);
+  gemm_tile(a.data(), lda, packed, c.data(), ldc, t, ep);
+  set_gemm_blocking(saved);
+
+  const double eps = std::numeric_limits<float>::epsilon();
+  const double tol = 2.0 * eps *
+                         (static_cast<double>(k) * max_abs(a) * max_abs(b) + 1.0 + max_abs(bias) +
+                          max_abs(residual) + max_abs(c_before)) +
+                     1e-30;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      const float got = c[i * ldc + j];
+      if (i < t.m0 || i >= t.m1 || j < t.n0 || j >= t.n1) {
+        if (got != kSentinel && bad++ < 5) FAIL_CHECK("wrote outside the tile at ", i, ",", j);
+        continue;
+      }
+      double x = gc.accumulate ? c_before[i * ldc + j] : 0.0;
+      for (int64_t kk = 0; kk < k; ++kk)
+        x += static_cast<double>(a[i * lda + kk]) *
+             (gc.transposed ? b[j * ldb + kk] : b[kk * ldb + j]);
+      if (gc.bias_kind == GemmBias::kPerColumn) x += bias[j];
+      if (gc.bias_kind == GemmBias::kPerRow) x += bias[i];
+      const double r = gc.residual ? residual[i * ldr + j] : 0.0;
+      if (gc.residual_position == GemmResidual::kBeforeActivation) x += r;
+      switch (gc.activation) {
+        case GemmActivation::kNone:
+          break;
+        case GemmActivation::kRelu:
+          x = std::max(x, 0.0);
+          break;
+        case GemmActivation::kClip:
+          x = std::clamp<double>(x, gc.clip_min, gc.clip_max);
+          break;
+        case GemmActivation::kSigmoid:
+          x = 1.0 / (1.0 + std::exp(-x));
+          break;
+      }
+      if (gc.residual_position == GemmResidual::kAfterActivation) x += r;
+      if (!(std::fabs(got - x) <= tol) && bad++ < 5)
+        FAIL_CHECK("C[", i, ",", j, "] = ", got, ", expected ", x, " (tolerance ", tol, ")");
+    }
+  }
+  CHECK(bad == 0);
+}
+
+// The named edges for one microkernel, then every epilogue, then random
+// shapes: XNNPACK's tester habit.
+void test_microkernel(const GemmMicrokernel& kernel) {
+  if (!gemm_isa_supported(kernel.isa)) {
+    MESSAGE("skipped: this CPU cannot run ", kernel.name);
+    return;
+  }
+  const int64_t mr = kernel.mr, nr = kernel.nr;
+  uint64_t seed = base_seed() * 1000003u + std::hash<std::string_view>{}(kernel.name);
+  // Every case twice: A read in place, and A packed into micro-panels.
+  auto run = [&](GemmCase gc) {
+    for (int64_t pack_from : {int64_t{1} << 40, int64_t{0}}) {
+      gc.blocking.pack_a_min_columns = pack_from;
+      check_case(kernel, gc, seed);
+    }
+    ++seed;
+  };
+
+  SUBCASE("exact microtile, sizes 1, K = 1") {
+    run(whole(1, 1, 1));
+    run(whole(mr, nr, 1));
+    run(whole(mr, nr, 7));
+    run(whole(1, nr, 13));
+    run(whole(mr, 1, 13));
+  }
+  SUBCASE("m < MR, n < NR, and remainders") {
+    for (int64_t m = 1; m <= mr; ++m) run(whole(m, nr, 5));
+    for (int64_t n = 1; n <= nr; n += n < 8 ? 1 : 7) run(whole(mr, n, 5));
+    run(whole(3 * mr + 1, 2 * nr + 3, 31));
+    run(whole(2 * mr - 1, 3 * nr - 1, 17));
+    run(whole(13, 37, 29));  // primes
+  }
+  SUBCASE("K across cache blocks, wide tiles (A packed) and narrow ones") {
+    for (int64_t k : {2, 3, 16, 17, 255, 319, 320, 321, 641, 1000}) run(whole(mr + 2, nr + 5, k));
+    run(whole(2 * mr + 3, 300, 333));  // wide: A is packed
+    run(whole(5, 4 * nr + 1, 700));
+    run(whole(800, 9, 40));  // more rows than one row block
+    run(whole(7, 530, 20));  // more columns than one column block
+    // Small blocks: many K slices, row blocks and column blocks in one tile.
+    GemmCase small_blocks = whole(5 * mr + 2, 5 * nr + 3, 77);
+    small_blocks.tile = {1, 5 * mr + 1, 2, 5 * nr + 3};
+    small_blocks.accumulate = true;
+    small_blocks.activation = GemmActivation::kSigmoid;
+    small_blocks.blocking = {.kc = 8, .mc = 2 * mr, .nc = 2 * nr};
+    run(small_blocks);
+    small_blocks.blocking = {.kc = 1, .mc = 1, .nc = 1};
+    run(small_blocks);
+  }
+  SUBCASE("tiles at unaligned offsets, strided A, B and C, transposed B") {
+    for (bool transposed : {false, true}) {
+      GemmCase gc = whole(5 * mr + 3, 4 * nr + 7, 37);
+      gc.transposed = transposed;
+      gc.lda_pad = 3;
+      gc.ldb_pad = 5;
+      gc.ldc_pad = 7;
+      for (GemmTile t : {GemmTile{1, 2, 3, 4}, GemmTile{3, 3 + mr, 5, 5 + nr},
+                         GemmTile{mr, 2 * mr, nr, 2 * nr}, GemmTile{2, 5 * mr + 1, 1, 4 * nr + 6},
+                         GemmTile{mr - 1, 4 * mr + 2, nr - 1, 3 * nr + 2},
+                         GemmTile{0, 5 * mr + 3, 4 * nr + 6, 4 * nr + 7}}) {
+        gc.tile = t;
+        run(gc);
+      }
+    }
+  }
+  SUBCASE("every epilogue, on whole and edge microtiles, with K blocks") {
+    for (int64_t k : {9, 400}) {
+      for (GemmBias bias : {GemmBias::kNone, GemmBias::kPerColumn, GemmBias::kPerRow}) {
+        for (GemmActivation act : {GemmActivation::kNone, GemmActivation::kRelu,
+                                   GemmActivation::kClip, GemmActivation::kSigmoid}) {
+          for (int residual = 0; residual < 3; ++residual) {
+            GemmCase gc = whole(2 * mr + 1, 2 * nr + 1, k);
+            gc.tile = {1, 2 * mr + 1, 1, 2 * nr + 1};  // whole microtiles and edges
+            gc.ldc_pad = 2;
+            gc.bias_kind = bias;
+            gc.activation = act;
+            gc.residual = residual > 0;
+            gc.residual_position =
+                residual == 2 ? GemmResidual::kAfterActivation : GemmResidual::kBeforeActivation;
+            gc.accumulate = (static_cast<int>(act) + residual) % 2 == 1;
+            run(gc);
+          }
+        }
+      }
+    }
+    GemmCase zero = whole(mr + 1, nr + 1, 5);  // all-zero weights: epilogue only
+    zero.zero_b = true;
+    zero.bias_kind = GemmBias::kPerColumn;
+    zero.activation = GemmActivation::kSigmoid;
+    run(zero);
+  }
+  SUBCASE("random shapes and tiles") {
+    std::mt19937_64 rng(seed);
+    auto pick = [&](int64_t lo, int64_t hi) {
+      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+    };
+    for (int iteration = 0; iteration < 24; ++iteration) {
+      GemmCase gc = whole(pick(1, 120), pick(1, 300), pick(1, 400));
+      gc.tile.m0 = pick(0, gc.rows - 1);
+      gc.tile.m1 = pick(gc.tile.m0 + 1, gc.rows);
+      gc.tile.n0 = pick(0, gc.cols - 1);
+      gc.tile.n1 = pick(gc.tile.n0 + 1, gc.cols);
+      gc.lda_pad = pick(0, 3);
+      gc.ldb_pad = pick(0, 3);
+      gc.ldc_pad = pick(0, 3);
+      gc.transposed = pick(0, 1) == 1;
+      gc.accumulate = pick(0, 1) == 1;
+      gc.bias_kind = static_cast<GemmBias>(pick(0, 2));
+      gc.activation = static_cast<GemmActivation>(pick(0, 3));
+      gc.residual = pick(0, 1) == 1;
+      gc.residual_position = static_cast<GemmResidual>(pick(0, 1));
+      run(gc);
+    }
+  }
+}
+
+const GemmMicrokernel& microkernel_named(std::string_view name) {
+  for (const GemmMicrokernel& k : gemm_microkernels())
+    if (k.name == name) return k;
+  throw std::logic_error("no microkernel " + std::string(name));
+}
+
+}  // namespace
+
+// One test case per manifest entry.
+#define TESSERA_GEMM_MICROKERNEL(isa_, function_, mr_, nr_)                        \
+  TEST_CASE("SGEMM microkernel " #function_ " (" #mr_ "x" #nr_ ") vs reference") { \
+    const GemmMicrokernel& kernel = microkernel_named(#function_);                 \
+    CHECK(kernel.isa == GemmIsa::isa_);                                            \
+    CHECK(kernel.mr == mr_);                                                       \
+    CHECK(kernel.nr == nr_);                                                       \
+    test_microkernel(kernel);                                                      \
+  }
+#include "kernels/cpu/gemm_microkernels.inc"
+#undef TESSERA_GEMM_MICROKERNEL
+
+TEST_CASE("the ISA is chosen once; set_gemm_isa forces each supported one") {
+  const GemmIsa chosen = gemm_isa();
+  MESSAGE("SGEMM microkernel chosen at start-up: ", gemm_default_microkernel().name);
+  CHECK(gemm_isa_supported(chosen));
+  CHECK(gemm_isa_supported(GemmIsa::kPortable));
+  // The best supported ISA wins.
+  for (GemmIsa better : {GemmIsa::kAvx512, GemmIsa::kAvx2}) {
+    if (better == chosen) break;
+    CHECK_FALSE(gemm_isa_supported(better));
+  }
+  for (GemmIsa isa : {GemmIsa::kPortable, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
+    if (!gemm_isa_supported(isa)) {
+      CHECK_THROWS_AS(set_gemm_isa(isa), std::invalid_argument);
+      continue;
+    }
+    set_gemm_isa(isa);
+    CHECK(gemm_isa() == isa);
+    CHECK(gemm_default_microkernel().isa == isa);
+    const std::vector<float> b(6 * 5, 1.0f);
+    const PackedMatrix packed = pack_b(b.data(), 6, 5, 5, false);
+    CHECK(packed.microkernel().isa == isa);
+    const std::vector<float> a(3 * 6, 0.5f);
+    std::vector<float> c(3 * 5, kSentinel);
+    gemm_tile(a.data(), 6, packed, c.data(), 5, {.m0 = 0, .m1 = 3, .n0 = 0, .n1 = 5});
+    for (float x : c) CHECK(x == 3.0f);
+  }
+  set_gemm_isa(chosen);
+}
+
+TEST_CASE("gemm_tile rejects tiles outside the matrices and unpacked B") {
+  const std::vector<float> b(4 * 4, 1.0f), a(4 * 4, 1.0f);
+  std::vector<float> c(4 * 4, 0.0f);
+  const PackedMatrix packed = pack_b(b.data(), 4, 4, 4, false);
+  CHECK_THROWS_AS(gemm_tile(a.data(), 4, packed, c.data(), 4, {0, 4, 0, 5}), std::invalid_argument);
+  CHECK_THROWS_AS(gemm_tile(a.data(), 4, packed, c.data(), 4, {3, 2, 0, 4}), std::invalid_argument);
+  CHECK_THROWS_AS(gemm_tile(a.data(), 4, PackedMatrix{}, c.data(), 4, {0, 4, 0, 4}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(pack_b(b.data(), 4, 4, 3, false), std::invalid_argument);
+  GemmEpilogue no_bias;
+  no_bias.bias_kind = GemmBias::kPerRow;
+  CHECK_THROWS_AS(gemm_tile(a.data(), 4, packed, c.data(), 4, {0, 4, 0, 4}, no_bias),
+                  std::invalid_argument);
+  // An empty tile writes nothing.
+  gemm_tile(a.data(), 4, packed, c.data(), 4, {2, 2, 0, 4});
+  for (float x : c) CHECK(x == 0.0f);
+}

@@ -1,48 +1,156 @@
 #include "scheduler/dse.hpp"
 
+#include <string>
+
+#include "graph/error.hpp"
+
 namespace tessera::scheduler {
 
-Dse::Dse(ReadyPool& pool, int32_t row, DseHooks hooks)
-    : pool_(pool), row_(row), hooks_(std::move(hooks)) {}
+Dse::Dse(ReadyPool& pool, int32_t row, DseHooks hooks, DseOptions options)
+    : pool_(pool), row_(row), hooks_(std::move(hooks)), options_(options) {
+  if (options_.cache_capacity < 0) {
+    throw Error("DseOptions::cache_capacity must be >= 0, got " +
+                std::to_string(options_.cache_capacity));
+  }
+  if (options_.cache_capacity > 0) {
+    cache_ = std::make_unique<ReadyEntry[]>(static_cast<size_t>(options_.cache_capacity));
+  }
+  batch_.reserve(static_cast<size_t>(options_.cache_capacity) + 16);
+}
+
+Dse::~Dse() = default;
+
+ReadyEntry Dse::cache_pop() {
+  const ReadyEntry entry = cache_[static_cast<size_t>(cache_head_)];
+  if (++cache_head_ == options_.cache_capacity) cache_head_ = 0;
+  --cache_size_;
+  return entry;
+}
+
+void Dse::cache_or_batch(ReadyEntry entry, bool share) {
+  if (share || options_.cache_capacity == 0) {
+    batch_.push_back(entry);
+    return;
+  }
+  if (cache_size_ == options_.cache_capacity) {
+    // Full: the older half (shallower nodes, first in the pool's order) goes
+    // to the pool where other DSEs can steal it.
+    for (int32_t spilled = (options_.cache_capacity + 1) / 2; spilled > 0; --spilled) {
+      batch_.push_back(cache_pop());
+    }
+  }
+  int32_t tail = cache_head_ + cache_size_;
+  if (tail >= options_.cache_capacity) tail -= options_.cache_capacity;
+  cache_[static_cast<size_t>(tail)] = entry;
+  ++cache_size_;
+}
+
+void Dse::push_batch() {
+  pool_.push_batch(row_, batch_);
+  if (hooks_.on_pushed) hooks_.on_pushed(static_cast<int32_t>(batch_.size()));
+  batch_.clear();
+}
+
+void Dse::flush_completed() {
+  if (current_ == nullptr) return;
+  Request* request = current_;
+  const int32_t done = current_done_;
+  current_ = nullptr;  // once counted, the request may complete and be destroyed
+  current_done_ = 0;
+  if (done > 0 && request->mark_nodes_done(done)) {
+    request->on_complete();
+    if (hooks_.on_request_completed) hooks_.on_request_completed();
+  }
+}
+
+void Dse::switch_request(Request* request) {
+  if (request == current_) return;
+  flush_completed();
+  current_ = request;
+  current_yields_ = pool_.policy().priority_to_band(request->priority(), pool_.bands()) <=
+                    ReadyPool::kDefaultPriorityBand;
+}
+
+void Dse::spill() {
+  while (cache_size_ > 0) batch_.push_back(cache_pop());
+  if (!batch_.empty()) push_batch();
+  flush_completed();
+}
 
 bool Dse::run_next_path() {
-  std::optional<ReadyEntry> head = pool_.pop(row_);  // Algorithm 1, line 9
-  if (!head) return false;
+  // Algorithm 1, line 9, with the local cache in front of the pool; urgent
+  // (higher-band) pool work goes first.
+  std::optional<ReadyEntry> head;
+  if (cache_size_ > 0 && !pool_.urgent_pending()) {
+    head = cache_pop();
+  } else {
+    head = pool_.pop(row_);
+    if (!head && cache_size_ > 0) head = cache_pop();
+  }
+  if (!head) {
+    flush_completed();
+    return false;
+  }
   run_path(*head);
+  // Nothing local left: the next head comes from the pool, possibly of another
+  // request, so report our count now rather than when we next switch.
+  if (cache_size_ == 0) flush_completed();
   return true;
 }
 
 void Dse::run_path(ReadyEntry head) {
-  Request* request = head.request;
-  int32_t node = head.node;
+  switch_request(head.request);
+  const std::atomic<bool>* exclusive = options_.exclusive;
+  // relaxed first read: the common multi-worker case pays one plain load.
+  if (exclusive && exclusive->load(std::memory_order_relaxed)) {
+    // seq_cst store then seq_cst load: the Dekker handshake with add_workers
+    // (in_exclusive_path()); one of the two sides sees the other's store.
+    in_exclusive_path_.store(true, std::memory_order_seq_cst);
+    if (exclusive->load(std::memory_order_seq_cst)) {
+      run_path_impl<true>(head.request, head.node);
+      // release: our plain counter updates happen before the second worker,
+      // started after add_workers acquires this false.
+      in_exclusive_path_.store(false, std::memory_order_release);
+      return;
+    }
+    in_exclusive_path_.store(false, std::memory_order_release);
+  }
+  run_path_impl<false>(head.request, head.node);
+}
+
+template <bool kExclusive>
+void Dse::run_path_impl(Request* request, int32_t node) {
+  const std::atomic<int32_t>* idle_workers = options_.idle_workers;
   while (true) {
     request->execute_node(node);  // line 11
     const GraphView& graph = request->graph();
+    // relaxed: a hint; a stale value only delays sharing by one node.
+    const bool share = idle_workers && idle_workers->load(std::memory_order_relaxed) > 0;
+    if (share) {
+      while (cache_size_ > 0) batch_.push_back(cache_pop());
+    }
     int32_t next = -1;  // line 13: N <- NULL
-    batch_.clear();
-    for (int32_t edge = graph.child_offsets[node]; edge < graph.child_offsets[node + 1];
-         ++edge) {  // line 14
+    const int32_t edge_end = graph.child_offsets[node + 1];
+    for (int32_t edge = graph.child_offsets[node]; edge < edge_end; ++edge) {  // line 14
       const int32_t child = graph.children[edge];
-      if (!request->mark_parent_executed(child)) continue;  // lines 15-16
+      const bool ready = kExclusive ? request->mark_parent_executed_exclusive(child)
+                                    : request->mark_parent_executed(child);
+      if (!ready) continue;  // lines 15-16
       if (next < 0) {
         next = child;  // line 18: traverse to the first readied child
       } else {
-        batch_.push_back({request, child});  // line 20, batched as in §3.3
+        cache_or_batch({request, child}, share);  // line 20, cached or batched
       }
     }
-    if (!batch_.empty()) {
-      pool_.push_batch(row_, batch_);
-      if (hooks_.on_pushed) hooks_.on_pushed(static_cast<int32_t>(batch_.size()));
+    // Per-request completion is not in Algorithm 1 (it runs one DNN forever).
+    // The count is batched; a request with a node still ours (next, cached)
+    // cannot complete, so `request` stays valid while we hold one.
+    ++current_done_;
+    if (next >= 0 && current_yields_ && pool_.urgent_pending()) {
+      cache_or_batch({request, next}, false);  // give way to higher-priority work
+      next = -1;
     }
-    // Per-request completion is not in Algorithm 1 (it runs one DNN forever);
-    // the request counts its executed nodes instead. If a child is still
-    // ours (next >= 0) the request cannot have completed, so it is safe to
-    // keep using it; otherwise it must not be touched after this call.
-    if (request->mark_node_done()) {
-      request->on_complete();
-      if (hooks_.on_request_completed) hooks_.on_request_completed();
-      return;
-    }
+    if (!batch_.empty()) push_batch();
     if (next < 0) return;  // dead end: back to line 9
     node = next;
   }

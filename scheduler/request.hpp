@@ -40,12 +40,35 @@ class Request {
   // Algorithm 1, lines 15-16: counts one executed parent of `child`; true when
   // that made the child ready (this caller is then its unique owner).
   bool mark_parent_executed(int32_t child) {
-    // acq_rel: the parent's writes must be visible to whoever runs the child.
-    return executed_parents_[child].fetch_add(1, std::memory_order_acq_rel) + 1 ==
-           graph_.parent_counts[child];
+    // A single parent needs no count: its one caller is the owner (chains and
+    // element-wise tiles skip the shared atomic).
+    const int32_t parent_count = graph_.parent_counts[child];
+    if (parent_count == 1) return true;
+    // acq_rel: every parent's writes must be visible to whoever runs the child
+    // (release from each parent, acquire by the last one).
+    return executed_parents_[child].fetch_add(1, std::memory_order_acq_rel) + 1 == parent_count;
+  }
+  // The same for a caller that knows no other thread counts this request's
+  // parents meanwhile (the executor's single-worker mode, dse.hpp): a plain
+  // load and store instead of a locked read-modify-write.
+  bool mark_parent_executed_exclusive(int32_t child) {
+    const int32_t parent_count = graph_.parent_counts[child];
+    if (parent_count == 1) return true;
+    std::atomic<int32_t>& executed = executed_parents_[child];
+    // relaxed: exclusive by contract; the hand-over to multi-worker mode
+    // orders these stores before any later fetch_add (dse.hpp).
+    const int32_t now = executed.load(std::memory_order_relaxed) + 1;
+    executed.store(now, std::memory_order_relaxed);
+    return now == parent_count;
   }
   // Counts one executed node; true when it was the last one.
-  bool mark_node_done() { return remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  bool mark_node_done() { return mark_nodes_done(1); }
+  // Counts `count` executed nodes at once (a DSE batches them); true when they
+  // were the last ones. acq_rel: every node's writes happen before the
+  // caller that completes the request runs on_complete().
+  bool mark_nodes_done(int32_t count) {
+    return remaining_.fetch_sub(count, std::memory_order_acq_rel) == count;
+  }
 
  private:
   GraphView graph_;

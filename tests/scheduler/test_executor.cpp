@@ -14,10 +14,15 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -55,6 +60,24 @@ uint64_t seed_for(const char* what) {
   const uint64_t seed = std::random_device{}();
   std::printf("%s: seed %llu\n", what, static_cast<unsigned long long>(seed));
   return seed;
+}
+
+std::vector<int32_t> allowed_cpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  REQUIRE(sched_getaffinity(0, sizeof(mask), &mask) == 0);
+  std::vector<int32_t> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  std::string text;
+  std::getline(file, text);
+  return text;
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64 finaliser
@@ -331,8 +354,8 @@ TEST_CASE("Dse follows Algorithm 1: first readied child next, the others pushed 
   std::vector<int32_t> pushed_batches;
   int completed_hook = 0;
   tessera::scheduler::Dse dse(
-      pool, 0,
-      {[&](int32_t count) { pushed_batches.push_back(count); }, [&] { ++completed_hook; }});
+      pool, 0, {[&](int32_t count) { pushed_batches.push_back(count); }, [&] { ++completed_hook; }},
+      tessera::scheduler::DseOptions{0});  // no local cache: Algorithm 1 as written
   CHECK_FALSE(dse.run_next_path());
   pool.push(0, {&request, 0});
   CHECK(dse.run_next_path());  // 0, 1, 4, 6
@@ -540,12 +563,19 @@ TEST_CASE("a graph with nodes but no sources is rejected before anything runs") 
   CHECK_THROWS_AS(Executor(ExecutorOptions{-1}), tessera::Error);
 }
 
-TEST_CASE("threads = 0 means one worker per core this process may run on") {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  REQUIRE(sched_getaffinity(0, sizeof(mask), &mask) == 0);
+TEST_CASE("threads = 0 means one worker per physical core this process may run on") {
+  // Oracle independent of hwloc: sysfs's (package, core) ids of the allowed CPUs.
+  const std::vector<int32_t> allowed = allowed_cpus();
+  std::set<std::pair<std::string, std::string>> physical;
+  for (const int32_t cpu : allowed) {
+    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    const std::string package = read_text(base + "physical_package_id");
+    const std::string core = read_text(base + "core_id");
+    physical.emplace(package.empty() ? std::to_string(cpu) : package,
+                     core.empty() ? std::to_string(cpu) : core);
+  }
   Executor executor(ExecutorOptions{0});
-  CHECK(executor.thread_count() == CPU_COUNT(&mask));
+  CHECK(executor.thread_count() == static_cast<int32_t>(physical.size()));
 }
 
 namespace {
@@ -586,4 +616,352 @@ TEST_CASE("an idle executor uses no CPU (workers park, they do not poll)") {
   const auto after_work = idle_cpu_over(std::chrono::milliseconds(500));
   MESSAGE("idle CPU after work: " << after_work.count() << " us");
   CHECK(after_work < std::chrono::milliseconds(20));
+}
+
+TEST_CASE("Dse local cache: extra children stay local until it is full or a worker is idle") {
+  // 0 -> {1..10}: running 0 keeps 1 for its path and 9 extras; with a cache of
+  // 4 the older half spills to the pool each time it is full.
+  std::vector<std::pair<int32_t, int32_t>> edges;
+  for (int32_t child = 1; child <= 10; ++child) edges.emplace_back(0, child);
+  const TestGraph graph = build_graph("fan 10", 11, edges);
+  Harness harness;
+  CheckingRequest request(graph, harness);
+  tessera::scheduler::ReadyPool pool(1);
+  std::atomic<int32_t> idle{0};
+  std::vector<int32_t> pushed_batches;
+  tessera::scheduler::Dse dse(pool, 0,
+                              {[&](int32_t count) { pushed_batches.push_back(count); }, {}},
+                              tessera::scheduler::DseOptions{4, &idle});
+  pool.push(0, {&request, 0});
+  CHECK(dse.run_next_path());                        // 0, then 1
+  CHECK(pushed_batches == std::vector<int32_t>{6});  // 2,3 + 4,5 + 6,7 spilled as one batch
+  CHECK(pool.size() == 6);
+  CHECK(dse.cached() == 3);    // 8, 9, 10
+  idle.store(1);               // someone is idle: the next node shares everything it holds
+  CHECK(dse.run_next_path());  // 8 from the cache
+  CHECK(pushed_batches == std::vector<int32_t>{6, 2});
+  CHECK(dse.cached() == 0);
+  CHECK(pool.size() == 8);
+  while (dse.run_next_path()) {
+  }
+  CHECK(harness.completed_count() == 1);
+  CHECK(pool.empty());
+  request.check_final();
+}
+
+TEST_CASE("workers added and removed while requests run: every node once, after its parents") {
+  const uint64_t seed = seed_for("elastic");
+  std::mt19937_64 rng(seed);
+  std::vector<TestGraph> graphs;
+  for (int i = 0; i < 60; ++i) graphs.push_back(random_graph(rng));
+  for (const int32_t start_threads : {1, 3}) {
+    CAPTURE(start_threads);
+    constexpr int32_t kMaxThreads = 8;
+    Harness harness;
+    std::vector<std::unique_ptr<CheckingRequest>> requests;
+    int64_t resizes = 0;
+    {
+      Executor executor(ExecutorOptions(start_threads, {}, true, kMaxThreads));
+      CHECK(executor.max_thread_count() == kMaxThreads);
+      std::atomic<bool> submitting{true};
+      std::atomic<int64_t> bad_counts{0};
+      std::thread resizer([&] {
+        std::mt19937_64 resize_rng(seed + 17);
+        while (submitting.load()) {
+          const int32_t n = std::uniform_int_distribution<int32_t>(1, 3)(resize_rng);
+          const int32_t count = std::uniform_int_distribution<int>(0, 1)(resize_rng)
+                                    ? executor.add_workers(n)
+                                    : executor.remove_workers(n);
+          if (count < 1 || count > kMaxThreads || count != executor.thread_count()) {
+            bad_counts.fetch_add(1);
+          }
+          ++resizes;
+          std::this_thread::sleep_for(std::chrono::microseconds(
+              std::uniform_int_distribution<int32_t>(0, 400)(resize_rng)));
+        }
+      });
+      const int32_t total = scaled(1500);
+      int64_t submitted = 0;
+      while (submitted < total) {
+        const int in_flight = std::uniform_int_distribution<int>(1, 4)(rng);
+        for (int k = 0; k < in_flight && submitted < total; ++k) {
+          const auto pick = std::uniform_int_distribution<size_t>(0, graphs.size() - 1)(rng);
+          requests.push_back(std::make_unique<CheckingRequest>(graphs[pick], harness));
+          executor.submit(*requests.back());
+          ++submitted;
+        }
+        REQUIRE_MESSAGE(harness.wait_completed(submitted), "a request never completed");
+      }
+      submitting.store(false);
+      resizer.join();
+      CHECK(bad_counts.load() == 0);
+      // Never below one, capped at max_threads.
+      CHECK(executor.remove_workers(1000) == 1);
+      CHECK(executor.add_workers(1000) == kMaxThreads);
+    }
+    MESSAGE("elastic: " << resizes << " resizes over " << requests.size() << " requests");
+    CHECK(resizes > 0);
+    for (const auto& request : requests) request->check_final();
+  }
+}
+
+TEST_CASE("remove_workers from inside a kernel is refused (it would join itself)") {
+  const TestGraph graph = build_graph("single node", 1, {});
+  struct RemovingRequest final : Request {
+    RemovingRequest(const TestGraph& g, Executor& e) : Request(g.view()), executor(e) {}
+    void execute_node(int32_t) noexcept override {
+      try {
+        executor.remove_workers(1);
+      } catch (const tessera::Error&) {
+        threw = true;
+      }
+    }
+    void on_complete() noexcept override {
+      done.store(true);
+      done.notify_all();
+    }
+    Executor& executor;
+    bool threw = false;
+    std::atomic<bool> done{false};
+  };
+  Executor executor(ExecutorOptions{2});
+  RemovingRequest request(graph, executor);
+  executor.submit(request);
+  while (!request.done.load()) request.done.wait(false);
+  CHECK(request.threw);
+  CHECK(executor.thread_count() == 2);
+}
+
+namespace {
+
+// Records (request id, node) in execution order; one worker makes it a total order.
+struct ExecutionLog {
+  std::mutex mutex;
+  std::vector<std::pair<int32_t, int32_t>> order;
+};
+
+class LoggingRequest : public Request {
+ public:
+  LoggingRequest(const TestGraph& graph, int32_t priority, int32_t id, ExecutionLog& log,
+                 Harness& harness)
+      : Request(graph.view(), priority), id_(id), log_(log), harness_(harness) {}
+  void execute_node(int32_t node) noexcept override {
+    std::lock_guard lock(log_.mutex);
+    log_.order.emplace_back(id_, node);
+  }
+  void on_complete() noexcept override { harness_.report_completed(); }
+
+ private:
+  int32_t id_;
+  ExecutionLog& log_;
+  Harness& harness_;
+};
+
+// One node that holds its worker until released, so the pool can fill up.
+class BlockingRequest final : public Request {
+ public:
+  explicit BlockingRequest(const TestGraph& graph, Harness& harness)
+      : Request(graph.view()), harness_(harness) {}
+  void execute_node(int32_t) noexcept override {
+    started.store(true);
+    while (!released.load()) std::this_thread::yield();
+  }
+  void on_complete() noexcept override { harness_.report_completed(); }
+  std::atomic<bool> started{false};
+  std::atomic<bool> released{false};
+
+ private:
+  Harness& harness_;
+};
+
+}  // namespace
+
+TEST_CASE("priority: with the pool saturated, higher-priority nodes run before queued lower ones") {
+  const uint64_t seed = seed_for("priority");
+  std::mt19937_64 rng(seed);
+  const TestGraph blocker_graph = build_graph("blocker", 1, {});
+  for (int round = 0; round < 20; ++round) {
+    // Low: independent nodes (all queued at once); high: a random DAG.
+    const int32_t low_count = std::uniform_int_distribution<int32_t>(1, 300)(rng);
+    const TestGraph low = build_graph("independent", low_count, {});
+    TestGraph high = random_graph(rng);
+    if (high.node_count == 0) high = build_graph("single node", 1, {});
+    CAPTURE(high.description);
+    Harness harness;
+    ExecutionLog log;
+    Executor executor(ExecutorOptions{1});
+    BlockingRequest blocker(blocker_graph, harness);
+    executor.submit(blocker);
+    while (!blocker.started.load()) std::this_thread::yield();
+    // Queued while the only worker is busy: background (-1), default (0), high (2).
+    LoggingRequest background(low, -1, 0, log, harness);
+    LoggingRequest normal(low, 0, 1, log, harness);
+    LoggingRequest urgent(high, 2, 2, log, harness);
+    executor.submit(background);
+    executor.submit(normal);
+    executor.submit(urgent);
+    blocker.released.store(true);
+    REQUIRE(harness.wait_completed(4));
+    std::lock_guard lock(log.mutex);
+    REQUIRE(log.order.size() == static_cast<size_t>(2 * low_count + high.node_count));
+    // Execution order is by priority: every urgent node, then normal, then background.
+    std::vector<int32_t> ids;
+    for (const auto& entry : log.order) ids.push_back(entry.first);
+    CHECK(std::is_sorted(ids.begin(), ids.end(), std::greater<>()));
+  }
+}
+
+TEST_CASE(
+    "priority: a running low-priority path gives way to a newly queued high-priority request") {
+  const int32_t length = std::max(5000, scaled(200000));
+  std::vector<std::pair<int32_t, int32_t>> chain_edges;
+  for (int32_t i = 1; i < length; ++i) chain_edges.emplace_back(i - 1, i);
+  const TestGraph chain = build_graph("chain", length, std::move(chain_edges));
+  const TestGraph burst = build_graph("independent", 50, {});
+  struct ChainRequest final : Request {
+    ChainRequest(const TestGraph& g, Harness& h) : Request(g.view(), 0), harness(h) {}
+    void execute_node(int32_t node) noexcept override {
+      progress.store(node);
+      // Hold the path at node 1000 until the burst is queued, so that the
+      // test does not depend on how fast the chain runs.
+      if (node == 1000) {
+        while (!burst_submitted.load()) std::this_thread::yield();
+      }
+    }
+    void on_complete() noexcept override { harness.report_completed(); }
+    Harness& harness;
+    std::atomic<int32_t> progress{-1};
+    std::atomic<bool> burst_submitted{false};
+  };
+  struct BurstRequest final : Request {
+    BurstRequest(const TestGraph& g, const ChainRequest& c, Harness& h)
+        : Request(g.view(), 3), chain(c), harness(h) {}
+    void execute_node(int32_t) noexcept override {
+      chain_at_first.store(std::max(chain_at_first.load(), chain.progress.load()));
+    }
+    void on_complete() noexcept override { harness.report_completed(); }
+    const ChainRequest& chain;
+    Harness& harness;
+    std::atomic<int32_t> chain_at_first{-1};
+  };
+  Harness harness;
+  ChainRequest low(chain, harness);
+  BurstRequest high(burst, low, harness);
+  Executor executor(ExecutorOptions{1});
+  executor.submit(low);
+  while (low.progress.load() < 1000) std::this_thread::yield();
+  executor.submit(high);
+  low.burst_submitted.store(true);
+  REQUIRE(harness.wait_completed(2));
+  MESSAGE("chain node when the burst ran: " << high.chain_at_first.load() << " of " << length);
+  // The chain is one path on one worker: without yielding, the burst would
+  // only run after the chain's last node; with it, right after node 1000.
+  CHECK(high.chain_at_first.load() < 1010);
+}
+
+namespace {
+
+std::vector<int32_t> parse_cpu_list(const std::string& text) {  // "0-3,8,10-11"
+  std::vector<int32_t> cpus;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ',')) {
+    if (part.empty()) continue;
+    const size_t dash = part.find('-');
+    const int32_t first = std::stoi(part.substr(0, dash));
+    const int32_t last = dash == std::string::npos ? first : std::stoi(part.substr(dash + 1));
+    for (int32_t cpu = first; cpu <= last; ++cpu) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// The CPUs of `cpu`'s physical core (sysfs), or {cpu} when sysfs cannot tell.
+std::vector<int32_t> core_siblings(int32_t cpu) {
+  const std::string text = read_text("/sys/devices/system/cpu/cpu" + std::to_string(cpu) +
+                                     "/topology/thread_siblings_list");
+  std::vector<int32_t> cpus = text.empty() ? std::vector<int32_t>{cpu} : parse_cpu_list(text);
+  std::sort(cpus.begin(), cpus.end());
+  return cpus;
+}
+
+std::vector<int32_t> intersect(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  std::vector<int32_t> out;
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+// Records each executing thread's affinity mask.
+class AffinityRequest final : public Request {
+ public:
+  AffinityRequest(const TestGraph& graph, Harness& harness)
+      : Request(graph.view()), harness_(harness) {}
+  void execute_node(int32_t) noexcept override {
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    std::vector<int32_t> cpus;
+    if (sched_getaffinity(0, sizeof(mask), &mask) == 0) {
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
+      }
+    }
+    // Slow enough that every worker gets some nodes.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    std::lock_guard lock(mutex);
+    masks[std::this_thread::get_id()] = std::move(cpus);
+  }
+  void on_complete() noexcept override { harness_.report_completed(); }
+  std::mutex mutex;
+  std::map<std::thread::id, std::vector<int32_t>> masks;
+
+ private:
+  Harness& harness_;
+};
+
+}  // namespace
+
+TEST_CASE("pinning: each worker is confined to one physical core of the configured set") {
+  const std::vector<int32_t> allowed = allowed_cpus();
+  const TestGraph graph = build_graph("independent", 400, {});
+  // The configured set: every allowed CPU, and (when there are two or more)
+  // only the last ones, to see that the set is honoured.
+  std::vector<std::vector<int32_t>> sets = {allowed};
+  if (allowed.size() >= 2) sets.push_back({allowed.end() - 2, allowed.end()});
+  if (allowed.size() >= 3) sets.push_back({allowed.back()});
+  for (const auto& cores : sets) {
+    CAPTURE(cores.size());
+    for (const bool pin : {true, false}) {
+      CAPTURE(pin);
+      Harness harness;
+      AffinityRequest request(graph, harness);
+      {
+        Executor executor(ExecutorOptions(0, cores, pin));
+        executor.submit(request);
+        REQUIRE(harness.wait_completed(1));
+      }
+      std::set<std::vector<int32_t>> distinct;
+      for (const auto& [thread, mask] : request.masks) {
+        distinct.insert(mask);
+        if (mask.empty()) {
+          MESSAGE("sched_getaffinity failed on a worker; skipping");
+          continue;
+        }
+        if (pin) {
+          if (mask.size() > core_siblings(mask.front()).size() && mask == allowed) {
+            MESSAGE("the OS refused to pin workers here; skipping the pin check");
+            continue;
+          }
+          // Exactly one physical core, restricted to the configured set.
+          CHECK(mask == intersect(core_siblings(mask.front()), cores));
+        } else if (cores != allowed) {
+          CHECK(mask == cores);  // confined to the set, not pinned
+        }
+      }
+      // Pinned workers of one-per-core executors sit on distinct cores.
+      if (pin) CHECK(distinct.size() == request.masks.size());
+    }
+  }
+  // A CPU the process may not run on is an error, not a silent fallback.
+  CHECK_THROWS_AS(Executor(ExecutorOptions(1, {CPU_SETSIZE + 5})), tessera::Error);
 }

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -327,4 +328,169 @@ TEST_CASE("one consumer sees each producer's entries of one class in push order 
 TEST_CASE("bad shapes are rejected") {
   CHECK_THROWS(ReadyPool(0, 4));
   CHECK_THROWS(ReadyPool(2, 0));
+  CHECK_THROWS(ReadyPool(2, 16, 0));
+  CHECK_THROWS(ReadyPool(2, 17, 4));     // 68 cells: more than one bitmap word
+  CHECK_THROWS(ReadyPool(4, 16, 4, 3));  // max_rows below rows
+  CHECK_NOTHROW(ReadyPool(2, 64, 1));
+}
+
+TEST_CASE("owner pushes while thieves steal (Taskflow wsq style): sorted multiset equals gold") {
+  // N grows geometrically past the ring capacity of a cell (so the overflow
+  // path runs too); the owner pushes batches into its row and pops it, M
+  // thieves steal; every item must come out exactly once.
+  const uint64_t seed = seed_for("owner and thieves");
+  const double scale = test_scale();
+  const auto max_items = static_cast<int32_t>(std::max(1024.0, 262144.0 * scale));
+  for (int32_t thieves = 1; thieves <= 4; ++thieves) {
+    for (int32_t items = 1; items <= max_items; items *= 8) {
+      CAPTURE(thieves);
+      CAPTURE(items);
+      std::vector<int32_t> depths(static_cast<size_t>(items));
+      std::mt19937_64 rng(seed + static_cast<uint64_t>(items));
+      for (int32_t& depth : depths) depth = std::uniform_int_distribution<int32_t>(0, 40)(rng);
+      DepthOnlyRequest request(depths);
+      ReadyPool pool(thieves + 1);
+      std::atomic<bool> owner_done{false};
+      std::vector<std::vector<int32_t>> got(static_cast<size_t>(thieves) + 1);
+      std::vector<std::thread> threads;
+      for (int32_t t = 1; t <= thieves; ++t) {
+        threads.emplace_back([&, t] {
+          auto& mine = got[static_cast<size_t>(t)];
+          while (true) {
+            const bool done = owner_done.load(std::memory_order_acquire);
+            if (auto entry = pool.pop(t)) {
+              mine.push_back(entry->node);
+            } else if (done) {
+              break;
+            }
+          }
+        });
+      }
+      {
+        auto& mine = got[0];
+        std::vector<ReadyEntry> batch;
+        for (int32_t i = 0; i < items;) {
+          const int32_t size = std::uniform_int_distribution<int32_t>(1, 40)(rng);
+          batch.clear();
+          for (int32_t j = i; j < std::min(items, i + size); ++j) batch.push_back({&request, j});
+          pool.push_batch(0, batch);
+          i += static_cast<int32_t>(batch.size());
+          if (std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
+            if (auto entry = pool.pop(0)) mine.push_back(entry->node);
+          }
+        }
+        while (auto entry = pool.pop(0)) mine.push_back(entry->node);
+        owner_done.store(true, std::memory_order_release);
+      }
+      for (std::thread& thread : threads) thread.join();
+      std::vector<int32_t> all;
+      for (const auto& part : got) all.insert(all.end(), part.begin(), part.end());
+      std::sort(all.begin(), all.end());
+      std::vector<int32_t> gold(static_cast<size_t>(items));
+      std::iota(gold.begin(), gold.end(), 0);
+      REQUIRE(all == gold);
+      CHECK(pool.empty());
+    }
+  }
+}
+
+namespace {
+struct PriorityRequest final : Request {
+  PriorityRequest(const std::vector<int32_t>& depths, int32_t priority)
+      : Request(GraphView{static_cast<int32_t>(depths.size()), nullptr, nullptr, nullptr,
+                          depths.data(), nullptr, 0},
+                priority) {}
+  void execute_node(int32_t) noexcept override {}
+  void on_complete() noexcept override {}
+};
+}  // namespace
+
+TEST_CASE("band_for_priority: default band 1, higher priority never lower band") {
+  for (int32_t bands : {1, 2, 3, 4, 8}) {
+    int32_t previous = 0;
+    for (int32_t priority = -5; priority < 20; ++priority) {
+      const int32_t band = tessera::scheduler::band_for_priority(priority, bands);
+      REQUIRE(band >= 0);
+      REQUIRE(band < bands);
+      REQUIRE(band >= previous);
+      previous = band;
+    }
+    if (bands > 1) {
+      CHECK(tessera::scheduler::band_for_priority(0, bands) == ReadyPool::kDefaultPriorityBand);
+      CHECK(tessera::scheduler::band_for_priority(-1, bands) == 0);
+    }
+  }
+}
+
+TEST_CASE("pop: higher-priority requests' entries first, from any row, depth order inside") {
+  std::mt19937_64 rng(seed_for("pool priority"));
+  for (int round = 0; round < 30; ++round) {
+    const int32_t rows = std::uniform_int_distribution<int32_t>(1, 4)(rng);
+    const int32_t count = std::uniform_int_distribution<int32_t>(1, 400)(rng);
+    std::vector<int32_t> depths(static_cast<size_t>(count));
+    for (int32_t& depth : depths) depth = std::uniform_int_distribution<int32_t>(0, 500)(rng);
+    // Priorities -1, 0, 1, 2, 7 (the last two share the top band of 4).
+    const std::vector<int32_t> priorities = {-1, 0, 1, 2, 7};
+    std::vector<std::unique_ptr<PriorityRequest>> requests;
+    for (const int32_t priority : priorities) {
+      requests.push_back(std::make_unique<PriorityRequest>(depths, priority));
+    }
+    ReadyPool pool(rows);
+    // Saturate: every request's nodes, shuffled over rows and requests.
+    std::vector<ReadyEntry> entries;
+    for (const auto& request : requests) {
+      for (int32_t node = 0; node < count; ++node) entries.push_back({request.get(), node});
+    }
+    std::shuffle(entries.begin(), entries.end(), rng);
+    for (const ReadyEntry& entry : entries) {
+      pool.push(std::uniform_int_distribution<int32_t>(0, rows - 1)(rng), entry);
+    }
+    const int32_t popper = std::uniform_int_distribution<int32_t>(0, rows - 1)(rng);
+    int32_t previous_band = ReadyPool::kDefaultBands;
+    int64_t popped = 0;
+    while (auto entry = pool.pop(popper)) {
+      const int32_t band =
+          tessera::scheduler::band_for_priority(entry->request->priority(), pool.bands());
+      // Bands above the default are global: no lower band may come out before
+      // them. Default and lower bands are ordered within a row (own row first).
+      if (previous_band > ReadyPool::kDefaultPriorityBand) CHECK(band <= previous_band);
+      previous_band = band;
+      ++popped;
+    }
+    CHECK(popped == int64_t{count} * static_cast<int64_t>(priorities.size()));
+    CHECK(pool.empty());
+    CHECK_FALSE(pool.urgent_pending());
+  }
+}
+
+TEST_CASE("rows can be added while others push and pop") {
+  std::vector<int32_t> depths(20000, 1);
+  DepthOnlyRequest request(depths);
+  ReadyPool pool(1, ReadyPool::kDefaultColumns, ReadyPool::kDefaultBands, 8);
+  CHECK(pool.rows() == 1);
+  CHECK(pool.max_rows() == 8);
+  std::atomic<bool> done{false};
+  std::vector<int32_t> got;
+  std::thread consumer([&] {
+    while (true) {
+      const bool finished = done.load();
+      if (auto entry = pool.pop(0)) {
+        got.push_back(entry->node);
+      } else if (finished) {
+        break;
+      }
+    }
+  });
+  for (int32_t node = 0; node < 20000; ++node) {
+    if (node % 2500 == 0) pool.add_rows(std::min(8, pool.rows() + 1));
+    pool.push(node % pool.rows(), {&request, node});
+  }
+  done.store(true);
+  consumer.join();
+  std::sort(got.begin(), got.end());
+  std::vector<int32_t> gold(20000);
+  std::iota(gold.begin(), gold.end(), 0);
+  CHECK(got == gold);
+  CHECK(pool.rows() == 8);
+  CHECK_THROWS(pool.add_rows(9));
 }

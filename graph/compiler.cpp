@@ -7,6 +7,7 @@
 
 #include "graph/error.hpp"
 #include "graph/fold_batch_norm.hpp"
+#include "graph/fuse_activations.hpp"
 #include "graph/memory_plan.hpp"
 #include "graph/op_shape.hpp"
 #include "graph/tiler.hpp"
@@ -134,6 +135,7 @@ void check_graph(const Graph& graph) {
 TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileReport* report) {
   check_graph(graph);
   std::vector<FoldedBatchNorm> folds = fold_batch_norms(graph);
+  std::vector<FusedActivation> fusions = fuse_activations(graph);
   graph = remove_dead(std::move(graph));
   std::vector<TileNode> nodes =
       build_tile_nodes(graph, TilerOptions{.tiles = options.tiles, .threads = options.threads});
@@ -175,6 +177,9 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       OpReport r{op.name, op.type, op.kernel, tiles[i], ""};
       for (const FoldedBatchNorm& f : folds)
         if (f.conv == op.name) r.note = "BatchNormalization '" + f.batch_norm + "' folded in";
+      for (const FusedActivation& f : fusions)
+        if (f.producer == op.name)
+          r.note += (r.note.empty() ? "" : "; ") + ("activation '" + f.activation + "' fused in");
       report->ops.push_back(std::move(r));
     }
     report->nodes = static_cast<int64_t>(nodes.size());
@@ -185,6 +190,9 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     for (const FoldedBatchNorm& f : folds)
       report->notes.push_back("BatchNormalization '" + f.batch_norm + "' folded into Conv '" +
                               f.conv + "'");
+    for (const FusedActivation& f : fusions)
+      report->notes.push_back("'" + f.activation + "' fused into '" + f.producer +
+                              "' as its epilogue");
   }
   tg.ops = std::move(graph.ops);
   tg.nodes = std::move(nodes);

@@ -267,6 +267,10 @@ Shape batch_norm_shape(const Operator& op, const std::vector<Shape>& in) {
 
 Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes) {
   const auto& in = input_shapes;
+  // Only the ops whose kernels apply an epilogue may carry a fused activation.
+  if (op.attrs.activation != Activation::None && op.type != OpType::Conv &&
+      op.type != OpType::Gemm && op.type != OpType::MatMul)
+    fail(op, "has a fused activation, which only Conv, Gemm and MatMul support");
   switch (op.type) {
     case OpType::Conv:
       return conv_shape(op, in);

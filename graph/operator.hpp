@@ -22,6 +22,13 @@ namespace tessera::graph {
 //  - Reshape and Flatten: new_shape is the resolved output shape (no 0 or -1);
 //    the shape operand is dropped, the data is the only input.
 //  - BatchNormalization (inference form): inputs X, scale, B, mean, var; epsilon.
+//  - Conv, Gemm, MatMul: `activation` is an epilogue fused in by the compiler
+//    (applied after the bias; Clip uses clip_min/clip_max).
+// An elementwise activation fused into the op that produces its input.
+// Values are stored in `.tess` files: append, never renumber.
+enum class Activation : uint8_t { None = 0, Relu = 1, Clip = 2, Sigmoid = 3 };
+inline constexpr Activation kLastActivation = Activation::Sigmoid;
+
 struct OpAttributes {
   std::vector<int64_t> kernel_shape;
   std::vector<int64_t> strides;
@@ -40,6 +47,7 @@ struct OpAttributes {
   bool softmax_coerce_2d = false;
   float epsilon = 1e-5f;
   std::vector<int64_t> new_shape;
+  Activation activation = Activation::None;
 
   bool operator==(const OpAttributes&) const = default;
 };

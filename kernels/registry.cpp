@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/cpu/dense_ops.hpp"
 #include "kernels/reference/reference_kernels.hpp"
 #include "kernels/tile_kernel.hpp"
 
@@ -14,15 +15,11 @@ namespace {
 
 using graph::OpType;
 
-struct KernelEntry {
-  OpType type;
-  std::string_view variant;
-  TileKernel kernel;
-};
-
 constexpr std::string_view kReference = "reference";
 
-constexpr KernelEntry kKernelTable[] = {
+// The reference variants never need preparing and always apply: they are the
+// fallback the compiler names when a faster variant does not apply.
+constexpr TileKernelVariant kKernelTable[] = {
     {OpType::Conv, kReference, reference::conv},
     {OpType::Gemm, kReference, reference::gemm},
     {OpType::MatMul, kReference, reference::matmul},
@@ -39,23 +36,36 @@ constexpr KernelEntry kKernelTable[] = {
     {OpType::Concat, kReference, reference::concat},
     {OpType::Softmax, kReference, reference::softmax},
     {OpType::BatchNormalization, kReference, reference::batch_normalization},
+    // CPU variants on the packed SGEMM (kernels/cpu/dense_ops.hpp):
+    // {type, name, run, prepare, applies, preference}.
+    {OpType::Conv, "cpu.conv_gemm", cpu::conv_gemm, cpu::prepare_conv_gemm, cpu::conv_gemm_applies,
+     10},
+    {OpType::Conv, "cpu.conv_depthwise", cpu::conv_depthwise, nullptr, cpu::conv_depthwise_applies,
+     11},
+    {OpType::Gemm, "cpu.gemm", cpu::gemm, cpu::prepare_gemm, cpu::gemm_applies, 10},
+    {OpType::MatMul, "cpu.matmul", cpu::matmul, cpu::prepare_matmul, cpu::matmul_applies, 10},
 };
 
 }  // namespace
 
-TileKernel find_tile_kernel(graph::OpType type, std::string_view variant) {
-  for (const KernelEntry& entry : kKernelTable)
-    if (entry.type == type && entry.variant == variant) return entry.kernel;
+const TileKernelVariant* find_tile_kernel_variant(graph::OpType type, std::string_view name) {
+  for (const TileKernelVariant& entry : kKernelTable)
+    if (entry.type == type && entry.name == name) return &entry;
   return nullptr;
+}
+
+TileKernel find_tile_kernel(graph::OpType type, std::string_view variant) {
+  const TileKernelVariant* entry = find_tile_kernel_variant(type, variant);
+  return entry ? entry->run : nullptr;
 }
 
 std::vector<std::string> tile_kernel_variants(graph::OpType type) {
   std::vector<std::string> variants;
   // The reference first, then the others in table order.
-  for (const KernelEntry& entry : kKernelTable)
-    if (entry.type == type && entry.variant == kReference) variants.emplace_back(entry.variant);
-  for (const KernelEntry& entry : kKernelTable)
-    if (entry.type == type && entry.variant != kReference) variants.emplace_back(entry.variant);
+  for (const TileKernelVariant& entry : kKernelTable)
+    if (entry.type == type && entry.name == kReference) variants.emplace_back(entry.name);
+  for (const TileKernelVariant& entry : kKernelTable)
+    if (entry.type == type && entry.name != kReference) variants.emplace_back(entry.name);
   return variants;
 }
 

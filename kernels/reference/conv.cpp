@@ -3,6 +3,7 @@
 // accumulates in float in the fixed order (c, kh, kw), then adds the bias.
 #include <algorithm>
 
+#include "kernels/activation.hpp"
 #include "kernels/reference/reference_kernels.hpp"
 #include "kernels/reference/tile_loops.hpp"
 
@@ -88,6 +89,7 @@ void conv(const TileArgs& args) {
         }
         if (bias)
           for (int64_t ow = ow_begin; ow < ow_end; ++ow) row[ow] += bias[m];
+        apply_activation(args.op->attrs, row + ow_begin, ow_end - ow_begin);
       }
     }
   }

@@ -2,6 +2,7 @@
 // output element sums over k in ascending order, then scales and adds C.
 #include <algorithm>
 
+#include "kernels/activation.hpp"
 #include "kernels/reference/reference_kernels.hpp"
 #include "kernels/reference/tile_loops.hpp"
 
@@ -76,6 +77,7 @@ void gemm(const TileArgs& args) {
     } else {
       for (int64_t j = j_begin; j < j_end; ++j) row[j] = alpha * row[j];
     }
+    apply_activation(attrs, row + j_begin, j_end - j_begin);
   }
 }
 

@@ -3,6 +3,7 @@
 // dropped from the output. Each output element sums over k in ascending order.
 #include <algorithm>
 
+#include "kernels/activation.hpp"
 #include "kernels/reference/reference_kernels.hpp"
 #include "kernels/reference/tile_loops.hpp"
 
@@ -85,6 +86,7 @@ void matmul(const TileArgs& args) {
                         const float* b_k = b_mat + k * cols;
                         for (int64_t j = j_begin; j < j_end; ++j) row[j] += a_ik * b_k[j];
                       }
+                      apply_activation(args.op->attrs, row + j_begin, j_end - j_begin);
                     }
                   });
 }

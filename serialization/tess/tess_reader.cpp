@@ -403,6 +403,9 @@ class TessLoader {
     a.softmax_coerce_2d = fa->softmax_coerce_2d();
     a.epsilon = fa->epsilon();
     a.new_shape = vector_of(fa->new_shape());
+    if (fa->activation() > static_cast<uint8_t>(graph::kLastActivation))
+      fail("unknown fused activation " + std::to_string(fa->activation()));
+    a.activation = static_cast<graph::Activation>(fa->activation());
   }
 
   void read_model_io() {

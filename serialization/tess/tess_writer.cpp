@@ -38,7 +38,7 @@ flatbuffers::Offset<fb::OpAttributes> write_attributes(flatbuffers::FlatBufferBu
   return fb::CreateOpAttributes(fbb, kernel_shape, strides, pads, dilations, a.group, a.axis,
                                 a.alpha, a.beta, a.trans_a, a.trans_b, a.clip_min, a.clip_max,
                                 a.count_include_pad, a.ceil_mode, a.softmax_coerce_2d, a.epsilon,
-                                new_shape);
+                                new_shape, static_cast<uint8_t>(a.activation));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "graph/compiler.hpp"
 #include "graph/error.hpp"
 #include "graph/fold_batch_norm.hpp"
+#include "graph/fuse_activations.hpp"
 #include "graph_builder.hpp"
 
 using namespace tessera::graph;
@@ -169,7 +170,9 @@ TEST_CASE("compile_graph: dead ops dropped, tensors placed, report filled") {
   int32_t w = b.weight("w", {4, 3, 3, 3});
   int32_t y =
       b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}), "conv");
-  int32_t r = b.op(OpType::Relu, {y}, {}, "relu");
+  // A Mul, not a Relu: a Relu would be fused into the conv (tested below).
+  int32_t scale = b.weight("scale", {1});
+  int32_t r = b.op(OpType::Mul, {y, scale}, {}, "relu");
   int32_t unused_w = b.weight("unused", {8});
   b.op(OpType::Add, {r, unused_w}, {}, "dead_add");  // output reaches nothing
   b.g.outputs = {r};
@@ -178,7 +181,7 @@ TEST_CASE("compile_graph: dead ops dropped, tensors placed, report filled") {
       compile_graph(b.g, CompileOptions{.tiles = 4, .threads = 2, .target = "test"}, &report);
   REQUIRE(tg.ops.size() == 2);
   CHECK(tg.ops[1].name == "relu");
-  CHECK(tg.tensors.size() == 4);  // x, w, conv out, relu out
+  CHECK(tg.tensors.size() == 5);  // x, w, conv out, scale, mul out
   CHECK(report.ops.size() == 2);
   CHECK(report.ops[0].tiles == 4);
   CHECK(report.ops[0].kernel == "reference");
@@ -187,7 +190,7 @@ TEST_CASE("compile_graph: dead ops dropped, tensors placed, report filled") {
   int64_t edges = 0;
   for (const auto& n : tg.nodes) edges += static_cast<int64_t>(n.children.size());
   CHECK(edges == report.edges);
-  CHECK(report.weight_bytes == 4 * 3 * 3 * 3 * 4);
+  CHECK(report.weight_bytes == (4 * 3 * 3 * 3 + 1) * 4);
   CHECK(report.arena_bytes == tg.arena_bytes);
   CHECK(report.arena_bytes_without_reuse == 3 * 64 * 4 + 2 * 4 * 64 * 4);
   CHECK(tg.options.target == "test");
@@ -229,4 +232,45 @@ TEST_CASE("compile_graph rejects malformed graphs with a message") {
   bad = b.g;
   bad.ops[0].outputs = {r, x};
   CHECK_THROWS_AS(compile_graph(bad, {}, nullptr), tessera::Error);
+}
+
+TEST_CASE("fuse_activations: Relu/Clip/Sigmoid after Conv/Gemm/MatMul become epilogues") {
+  GraphBuilder b;
+  int32_t x = b.input("x", {1, 3, 8, 8});
+  int32_t w = b.weight("w", {4, 3, 3, 3});
+  int32_t y =
+      b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}), "conv");
+  OpAttributes clip;
+  clip.clip_min = 0.0f;
+  clip.clip_max = 6.0f;
+  int32_t c = b.op(OpType::Clip, {y}, clip, "clip");
+  int32_t shared = b.op(OpType::Conv, {c, b.weight("w2", {4, 4, 1, 1})},
+                        spatial_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}), "conv2");
+  int32_t r1 = b.op(OpType::Relu, {shared}, {}, "relu_a");    // conv2 has two consumers:
+  int32_t r2 = b.op(OpType::Sigmoid, {shared}, {}, "sig_b");  // neither is fused
+  int32_t sum = b.op(OpType::Add, {r1, r2}, {}, "sum");
+  b.g.outputs = {sum};
+  std::vector<FusedActivation> fused = fuse_activations(b.g);
+  REQUIRE(fused.size() == 1);
+  CHECK(fused[0].activation == "clip");
+  CHECK(fused[0].producer == "conv");
+  REQUIRE(b.g.ops.size() == 5);
+  CHECK(b.g.ops[0].attrs.activation == Activation::Clip);
+  CHECK(b.g.ops[0].attrs.clip_min == 0.0f);
+  CHECK(b.g.ops[0].attrs.clip_max == 6.0f);
+  CHECK(b.g.ops[0].outputs[0] == c);  // the conv now writes the clip's output
+  CHECK(b.g.ops[1].attrs.activation == Activation::None);
+  check_graph(b.g);
+
+  // A graph output is never fused away; a Gemm's Sigmoid is.
+  GraphBuilder g2;
+  int32_t a = g2.input("a", {2, 5});
+  int32_t m = g2.op(OpType::Gemm, {a, g2.weight("bw", {5, 3})}, {}, "fc");
+  int32_t s2 = g2.op(OpType::Sigmoid, {m}, {}, "sig");
+  g2.g.outputs = {s2, m};
+  CHECK(fuse_activations(g2.g).empty());
+  g2.g.outputs = {s2};
+  auto f2 = fuse_activations(g2.g);
+  REQUIRE(f2.size() == 1);
+  CHECK(g2.g.ops[0].attrs.activation == Activation::Sigmoid);
 }

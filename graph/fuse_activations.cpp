@@ -1,0 +1,66 @@
+#include "graph/fuse_activations.hpp"
+
+#include <algorithm>
+
+namespace tessera::graph {
+
+namespace {
+
+bool has_epilogue(OpType t) {
+  return t == OpType::Conv || t == OpType::Gemm || t == OpType::MatMul;
+}
+
+Activation activation_of(OpType t) {
+  switch (t) {
+    case OpType::Relu:
+      return Activation::Relu;
+    case OpType::Clip:
+      return Activation::Clip;
+    case OpType::Sigmoid:
+      return Activation::Sigmoid;
+    default:
+      return Activation::None;
+  }
+}
+
+}  // namespace
+
+std::vector<FusedActivation> fuse_activations(Graph& graph) {
+  std::vector<int32_t> consumers(graph.tensors.size(), 0), producer(graph.tensors.size(), -1);
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    for (int32_t t : graph.ops[i].inputs) ++consumers[static_cast<size_t>(t)];
+    for (int32_t t : graph.ops[i].outputs)
+      producer[static_cast<size_t>(t)] = static_cast<int32_t>(i);
+  }
+  for (int32_t t : graph.outputs) ++consumers[static_cast<size_t>(t)];  // outputs must stay
+
+  std::vector<FusedActivation> fused;
+  std::vector<bool> removed(graph.ops.size(), false);
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    Operator& act = graph.ops[i];
+    const Activation kind = activation_of(act.type);
+    if (kind == Activation::None || act.inputs.size() != 1) continue;
+    const int32_t t = act.inputs[0];
+    const int32_t p = producer[static_cast<size_t>(t)];
+    if (p < 0 || consumers[static_cast<size_t>(t)] != 1) continue;
+    Operator& prod = graph.ops[static_cast<size_t>(p)];
+    if (!has_epilogue(prod.type) || prod.attrs.activation != Activation::None) continue;
+    prod.attrs.activation = kind;
+    if (kind == Activation::Clip) {
+      prod.attrs.clip_min = act.attrs.clip_min;
+      prod.attrs.clip_max = act.attrs.clip_max;
+    }
+    prod.outputs = act.outputs;
+    producer[static_cast<size_t>(act.outputs[0])] = p;
+    removed[i] = true;
+    fused.push_back({act.name, prod.name});
+  }
+  std::vector<Operator> kept;
+  kept.reserve(graph.ops.size());
+  for (size_t i = 0; i < graph.ops.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(graph.ops[i]));
+  graph.ops = std::move(kept);
+  return fused;
+}
+
+}  // namespace tessera::graph

@@ -7,7 +7,7 @@
 #include "apps/format.hpp"
 #include "graph/compiler.hpp"
 #include "graph/error.hpp"
-#include "kernels/tile_kernel.hpp"
+#include "kernels/kernel_choice.hpp"
 #include "serialization/onnx/onnx_importer.hpp"
 #include "serialization/tess/tess_writer.hpp"
 
@@ -21,6 +21,7 @@ struct CompileArgs {
   int32_t tiles = 0;
   int32_t threads = 0;
   bool quiet = false;
+  bool reference_kernels = false;
 };
 
 std::string machine_target() {
@@ -36,17 +37,6 @@ std::string machine_target() {
   return t;
 }
 
-// Every op gets a kernel variant the registry has; the reference is the only
-// one in this build, and the report says so for every op.
-void choose_kernels(graph::Graph& g) {
-  for (auto& op : g.ops) {
-    op.kernel = "reference";
-    if (kernels::find_tile_kernel(op.type, op.kernel) == nullptr)
-      throw Error("node '" + op.name + "' (" + std::string(graph::op_type_name(op.type)) +
-                  "): no kernel available");
-  }
-}
-
 void print_report(const CompileArgs& a, const graph::CompileReport& r) {
   std::printf("tessera compile: %s -> %s\n", a.model.c_str(), a.output.c_str());
   std::printf("  ops %zu, tile nodes %lld, edges %lld, arena %s (%s without reuse), weights %s\n",
@@ -54,9 +44,9 @@ void print_report(const CompileArgs& a, const graph::CompileReport& r) {
               format_bytes(r.arena_bytes).c_str(),
               format_bytes(r.arena_bytes_without_reuse).c_str(),
               format_bytes(r.weight_bytes).c_str());
-  std::printf("  %-32s %-20s %-12s %s\n", "op", "type", "kernel", "tiles");
+  std::printf("  %-32s %-20s %-18s %s\n", "op", "type", "kernel", "tiles");
   for (const auto& op : r.ops)
-    std::printf("  %-32s %-20s %-12s %d%s%s\n", op.name.c_str(),
+    std::printf("  %-32s %-20s %-18s %d%s%s\n", op.name.c_str(),
                 std::string(graph::op_type_name(op.type)).c_str(), op.kernel.c_str(), op.tiles,
                 op.note.empty() ? "" : "  ", op.note.c_str());
   for (const auto& note : r.notes) std::printf("  note: %s\n", note.c_str());
@@ -74,9 +64,10 @@ Command add_compile_command(CLI::App& app) {
   sub->add_option("--threads", args->threads, "Thread count to tune for (default: all cores)")
       ->check(CLI::Range(1, 4096));
   sub->add_flag("-q,--quiet", args->quiet, "Print nothing on success");
+  sub->add_flag("--reference-kernels", args->reference_kernels,
+                "Use the scalar reference kernels everywhere (for checking and A/B runs)");
   return [args] {
     graph::Graph g = serialization::import_onnx_file(args->model);
-    choose_kernels(g);
     graph::CompileOptions options;
     options.tiles = args->tiles;
     options.threads = args->threads > 0 ? args->threads
@@ -84,6 +75,14 @@ Command add_compile_command(CLI::App& app) {
     options.target = machine_target();
     graph::CompileReport report;
     graph::TileGraph tiles = graph::compile_graph(std::move(g), options, &report);
+    const auto choices = kernels::choose_kernels(
+        tiles, args->reference_kernels ? kernels::KernelPolicy::ReferenceOnly
+                                       : kernels::KernelPolicy::Fastest);
+    for (size_t i = 0; i < choices.size(); ++i) {
+      report.ops[i].kernel = choices[i].kernel;
+      for (const std::string& skipped : choices[i].skipped)
+        report.ops[i].note += (report.ops[i].note.empty() ? "not " : "; not ") + skipped;
+    }
     serialization::write_tess_file(tiles, args->output);
     if (!args->quiet) print_report(*args, report);
     return 0;

@@ -28,6 +28,7 @@ struct RunArgs {
   int32_t warmup = 2;
   uint64_t seed = 0;
   bool json = false;
+  std::string executor = "dataflow";
 };
 
 struct LatencyStats {
@@ -122,8 +123,15 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--warmup", args->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000));
   sub->add_option("--seed", args->seed, "Seed of the random inputs");
   sub->add_flag("--json", args->json, "Print one JSON object");
+  sub->add_option("--executor", args->executor,
+                  "dataflow: barrier-free tile scheduling (default); barrier: one operator at a "
+                  "time with a barrier after each (the operator-based baseline)")
+      ->check(CLI::IsMember({"dataflow", "barrier"}));
   return [args] {
-    Engine engine({.threads = args->threads});
+    Engine engine(
+        {.threads = args->threads,
+         .executor = args->executor == "barrier" ? ExecutorKind::Barrier : ExecutorKind::Dataflow});
+    if (Status s = engine.status(); !s) throw Error(s.error());
     auto model = engine.load(args->model);
     if (!model) throw Error(model.error());
     Inputs inputs;
@@ -156,6 +164,7 @@ Command add_run_command(CLI::App& app) {
     const LatencyStats lat = summarise(ms);
     if (args->json) {
       std::string j = "{\"model\": " + json_string(args->model) +
+                      ", \"executor\": " + json_string(args->executor) +
                       ", \"threads\": " + std::to_string(engine.threads()) +
                       ", \"iterations\": " + std::to_string(args->iterations) +
                       ", \"warmup\": " + std::to_string(args->warmup) +
@@ -174,8 +183,9 @@ Command add_run_command(CLI::App& app) {
       std::printf("%s]}\n", j.c_str());
       return 0;
     }
-    std::printf("tessera run: %s on %d threads, %d iterations (%d warm-up)\n", args->model.c_str(),
-                engine.threads(), args->iterations, args->warmup);
+    std::printf("tessera run: %s on %d threads (%s executor), %d iterations (%d warm-up)\n",
+                args->model.c_str(), engine.threads(), args->executor.c_str(), args->iterations,
+                args->warmup);
     std::printf("  latency ms: min %.3f  median %.3f  p90 %.3f  mean %.3f\n", lat.min, lat.median,
                 lat.p90, lat.mean);
     for (size_t i = 0; i < outputs.tensors.size(); ++i) {

@@ -1,5 +1,8 @@
 #include "runtime/model_state.hpp"
 
+#include <exception>
+#include <string>
+
 #include "graph/error.hpp"
 
 namespace tessera::detail {
@@ -34,11 +37,26 @@ void bind_ops(ModelState& m) {
   const auto& g = m.graph;
   for (const auto& op : g.ops) {
     OpBinding b;
-    b.kernel = kernels::find_tile_kernel(op.type, op.kernel);
-    if (b.kernel == nullptr)
-      throw Error(m.path + ": op '" + op.name + "' (" + std::string(graph::op_type_name(op.type)) +
-                  ") asks for kernel '" + op.kernel +
+    const kernels::TileKernelVariant* variant =
+        kernels::find_tile_kernel_variant(op.type, op.kernel);
+    const std::string label =
+        "op '" + op.name + "' (" + std::string(graph::op_type_name(op.type)) + ")";
+    if (variant == nullptr)
+      throw Error(m.path + ": " + label + " asks for kernel '" + op.kernel +
                   "', which this build of Tessera does not have");
+    b.kernel = variant->run;
+    std::vector<kernels::ConstTensorView> constants;
+    for (int32_t t : op.inputs) {
+      const auto& tensor = g.tensors[t];
+      const bool weight = tensor.storage == graph::TensorStorage::Weight;
+      constants.push_back({weight ? tensor.weight.data() : nullptr, &tensor.shape});
+    }
+    // The file names the variant; it must still fit the op (a file from a
+    // hostile source could pair a kernel with an op it cannot run).
+    if (variant->applies)
+      if (auto why_not = variant->applies(op, constants))
+        throw Error(m.path + ": " + label + " cannot use kernel '" + op.kernel + "': " + *why_not);
+    if (variant->prepare) b.prepared = variant->prepare(op, constants);
     b.first_operand = static_cast<uint32_t>(m.operands.size());
     for (int32_t t : op.inputs) {
       const auto& tensor = g.tensors[t];
@@ -58,11 +76,61 @@ void bind_ops(ModelState& m) {
   }
 }
 
+// Barrier stages: the nodes of each op, which the tiler numbers op by op.
+void build_op_stages(ModelState& m) {
+  const auto& nodes = m.graph.nodes;
+  m.op_first_node.assign(m.graph.ops.size() + 1, 0);
+  int32_t previous_op = 0;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (nodes[n].op < previous_op) {
+      m.op_stage_error = "node " + std::to_string(n) + " belongs to op " +
+                         std::to_string(nodes[n].op) + " but follows a node of op " +
+                         std::to_string(previous_op) +
+                         "; the barrier executor needs the nodes grouped op by op";
+      return;
+    }
+    previous_op = nodes[n].op;
+    ++m.op_first_node[static_cast<size_t>(nodes[n].op) + 1];
+  }
+  for (size_t o = 0; o < m.graph.ops.size(); ++o) m.op_first_node[o + 1] += m.op_first_node[o];
+  if (auto error = scheduler::check_barrier_stages(m.view, m.op_first_node))
+    m.op_stage_error = "the barrier executor cannot run this graph op by op: " + *error;
+}
+
 TensorSpec spec_of(const graph::CompiledTensor& t) {
   return TensorSpec{t.name, t.shape, std::string(graph::dtype_name(t.dtype))};
 }
 
 }  // namespace
+
+EngineState::EngineState(const EngineOptions& options) : kind(options.executor) {
+  try {
+    if (kind == ExecutorKind::Barrier) {
+      barrier = std::make_unique<scheduler::BarrierExecutor>(
+          scheduler::BarrierExecutorOptions{options.threads, options.cores});
+    } else {
+      scheduler::ExecutorOptions executor_options(options.threads, options.cores);
+      dataflow = std::make_unique<scheduler::Executor>(executor_options);
+    }
+  } catch (const std::exception& e) {
+    barrier.reset();
+    dataflow.reset();
+    start_error = std::string("the engine could not start: ") + e.what();
+  }
+}
+
+void EngineState::submit(scheduler::Request& request, const ModelState& model) {
+  if (barrier)
+    barrier->submit(request, model.op_first_node);
+  else
+    dataflow->submit(request);
+}
+
+int32_t EngineState::thread_count() const {
+  if (barrier) return barrier->thread_count();
+  if (dataflow) return dataflow->thread_count();
+  return 0;
+}
 
 std::shared_ptr<ModelState> make_model_state(std::string path, graph::TileGraph graph,
                                              std::weak_ptr<EngineState> engine) {
@@ -71,6 +139,7 @@ std::shared_ptr<ModelState> make_model_state(std::string path, graph::TileGraph 
   m->graph = std::move(graph);
   m->engine = std::move(engine);
   build_csr(*m);
+  build_op_stages(*m);
   bind_ops(*m);
   for (int32_t t : m->graph.inputs) m->input_specs.push_back(spec_of(m->graph.tensors[t]));
   for (int32_t t : m->graph.outputs) m->output_specs.push_back(spec_of(m->graph.tensors[t]));

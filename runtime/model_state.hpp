@@ -4,19 +4,29 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/tile_graph.hpp"
 #include "kernels/tile_kernel.hpp"
+#include "scheduler/barrier_executor.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/request.hpp"
 #include "tessera/tessera.hpp"
 
 namespace tessera::detail {
 
+struct ModelState;
+
 struct EngineState {
-  explicit EngineState(const scheduler::ExecutorOptions& options) : executor(options) {}
+  // Starts the executor the options ask for. A failure (a core the process
+  // may not use, threads that cannot start) is kept in start_error, not thrown.
+  explicit EngineState(const EngineOptions& options);
+
+  // Hands a request to the executor; throws only std::bad_alloc.
+  void submit(scheduler::Request& request, const ModelState& model);
+  int32_t thread_count() const;
 
   // Runs in flight; the engine waits for zero before stopping its workers.
   void begin_run() {
@@ -35,9 +45,12 @@ struct EngineState {
   std::mutex mutex;
   std::condition_variable idle;
   int64_t in_flight = 0;
-  // Declared last so it is destroyed first: its workers drain while the
-  // members above are still alive.
-  scheduler::Executor executor;
+  ExecutorKind kind;
+  std::optional<std::string> start_error;
+  // Declared last so they are destroyed first: their workers drain while the
+  // members above are still alive. Exactly one is set unless start_error is.
+  std::unique_ptr<scheduler::BarrierExecutor> barrier;
+  std::unique_ptr<scheduler::Executor> dataflow;
 };
 
 // Where one operand of an op lives: in the request's arena or in the weights.
@@ -49,6 +62,7 @@ struct OperandPlacement {
 
 struct OpBinding {
   kernels::TileKernel kernel = nullptr;
+  kernels::PreparedOp prepared;  // the variant's per-op state (packed weights), if any
   uint32_t first_operand = 0;  // into ModelState::operands
   uint32_t operand_count = 0;
   uint64_t output_offset = 0;  // arena offset of the op's output
@@ -67,6 +81,12 @@ struct ModelState {
   std::vector<OperandPlacement> operands;
   std::vector<OpBinding> ops;
   std::vector<TensorSpec> input_specs, output_specs;
+
+  // For the barrier executor: op o's nodes are [op_first_node[o],
+  // op_first_node[o + 1]), one stage each. Our tiler numbers nodes op by op;
+  // a file that does not is refused by a barrier engine with this error.
+  std::vector<int32_t> op_first_node;
+  std::optional<std::string> op_stage_error;
 };
 
 // Builds the runnable state from a verified tile graph; throws tessera::Error

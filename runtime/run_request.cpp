@@ -23,8 +23,9 @@ class RunRequest final : public scheduler::Request {
  public:
   // The engine is held by pointer: Engine's destructor waits for every run
   // (EngineState::wait_idle), so it outlives this request.
-  RunRequest(std::shared_ptr<ModelState> model, EngineState* engine, std::shared_ptr<RunState> run)
-      : scheduler::Request(model->view),
+  RunRequest(std::shared_ptr<ModelState> model, EngineState* engine, std::shared_ptr<RunState> run,
+             int32_t priority)
+      : scheduler::Request(model->view, priority),
         model_(std::move(model)),
         engine_(engine),
         run_(std::move(run)),
@@ -54,6 +55,7 @@ class RunRequest final : public scheduler::Request {
     args.output = kernels::TensorView{reinterpret_cast<float*>(arena_.get() + b.output_offset),
                                       b.output_shape};
     args.region = &n.region;
+    args.prepared = b.prepared.get();
     // Kernels check their arguments and throw on a call the verifier should
     // have made impossible; the run then fails with that message instead of
     // taking the process down. Later nodes still run (on stale data) so that
@@ -156,6 +158,7 @@ void RunState::finish(Result<Outputs> r) {
 }
 
 std::shared_ptr<RunState> start_run(const std::shared_ptr<ModelState>& model, const Inputs& inputs,
+                                    const RunOptions& options,
                                     std::function<void(const Result<Outputs>&)> on_done) {
   auto run = std::make_shared<RunState>();
   run->on_done = std::move(on_done);
@@ -175,7 +178,7 @@ std::shared_ptr<RunState> start_run(const std::shared_ptr<ModelState>& model, co
   }
   RunRequest* request = nullptr;
   try {
-    request = new RunRequest(model, engine.get(), run);
+    request = new RunRequest(model, engine.get(), run, options.priority);
   } catch (const std::bad_alloc&) {
     run->finish(ErrorInfo{model->path + ": out of memory for a request arena of " +
                           std::to_string(model->graph.arena_bytes) + " bytes"});
@@ -184,7 +187,13 @@ std::shared_ptr<RunState> start_run(const std::shared_ptr<ModelState>& model, co
   for (size_t i = 0; i < by_input.size(); ++i)
     request->copy_in(model->graph.tensors[model->graph.inputs[i]], by_input[i]->data);
   engine->begin_run();
-  engine->executor.submit(*request);  // request deletes itself in on_complete()
+  try {
+    engine->submit(*request, *model);  // the request deletes itself in on_complete()
+  } catch (const std::bad_alloc&) {
+    delete request;
+    run->finish(ErrorInfo{model->path + ": out of memory while starting the run"});
+    engine->end_run();
+  }
   return run;
 }
 

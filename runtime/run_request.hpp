@@ -24,6 +24,7 @@ struct RunState {
 // Checks `inputs` against the model and starts a run on the engine. Never
 // throws; a bad input finishes the returned state with an error at once.
 std::shared_ptr<RunState> start_run(const std::shared_ptr<ModelState>& model, const Inputs& inputs,
+                                    const RunOptions& options,
                                     std::function<void(const Result<Outputs>&)> on_done);
 
 }  // namespace tessera::detail

@@ -9,6 +9,10 @@
 //   auto out = session.run({{"input", {data, {1, 3, 32, 32}}}});  // Result<Outputs>
 //   auto pending = session.run_async({{"input", view}});  // co-executes with others
 //   auto later = pending.wait();
+//   auto urgent = session.run(inputs, {.priority = 5});   // runs before priority-0 work
+//
+//   // The operator-with-barriers baseline on the same kernels, for comparison:
+//   tessera::Engine baseline({.threads = 4, .executor = tessera::ExecutorKind::Barrier});
 //
 // Nothing here throws; every failure comes back as an error message.
 #include <cstdint>
@@ -40,6 +44,13 @@ struct Outputs {
   }
 };
 
+// Per-run choices.
+struct RunOptions {
+  // Larger runs first: the dataflow executor prefers its nodes in the ready
+  // pool; the barrier executor starts it before queued runs of lower priority.
+  int32_t priority = 0;
+};
+
 // A run started with Session::run_async. Copyable; all copies see the same run.
 class RunHandle {
  public:
@@ -57,10 +68,13 @@ class Session {
  public:
   // Runs the model once on `inputs` (every model input, by name) and waits.
   Result<Outputs> run(const Inputs& inputs);
+  Result<Outputs> run(const Inputs& inputs, const RunOptions& options);
   // Starts a run and returns at once. `on_done`, if given, is called with the
-  // result on the thread that finished the run (keep it short); the data of
-  // `inputs` must stay valid until then.
+  // result on the thread that finished the run (keep it short, and do not wait
+  // for another run there); the data of `inputs` must stay valid until then.
   RunHandle run_async(const Inputs& inputs,
+                      std::function<void(const Result<Outputs>&)> on_done = {});
+  RunHandle run_async(const Inputs& inputs, const RunOptions& options,
                       std::function<void(const Result<Outputs>&)> on_done = {});
 
  private:
@@ -80,22 +94,43 @@ class Model {
   std::shared_ptr<detail::ModelState> state_;
 };
 
+// How an engine runs a tile graph.
+enum class ExecutorKind {
+  // Barrier-free: one scheduler per thread walks the tile graph (ASPEN
+  // Algorithm 1); runs of any models co-execute.
+  Dataflow,
+  // The operator-based baseline: one operator at a time, its tiles in a oneTBB
+  // parallel_for, a barrier after each; runs execute one after the other.
+  Barrier,
+};
+
 struct EngineOptions {
   int32_t threads = 0;  // worker threads; 0: one per core this process may use
+  ExecutorKind executor = ExecutorKind::Dataflow;
+  std::vector<int32_t> cores = {};  // when not empty, the threads run only on these CPUs
 };
 
 // Owns the worker threads. Models loaded from it run on its threads; the
 // engine waits for their in-flight runs when destroyed.
 class Engine {
  public:
+  // Never throws: when the options cannot be honoured (a core the process may
+  // not use, threads that cannot start) status() says why and load() fails.
   explicit Engine(const EngineOptions& options = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  Status status() const;
   // Loads and verifies a `.tess` file.
   Result<Model> load(const std::string& path);
-  int32_t threads() const;
+  int32_t threads() const;  // 0 when the engine failed to start
+  ExecutorKind executor() const;
+
+  // Adds or removes worker threads while runs go on (ASPEN §5); the dataflow
+  // executor only.
+  Status add_threads(int32_t count);
+  Status remove_threads(int32_t count);
 
  private:
   std::shared_ptr<detail::EngineState> state_;

@@ -1,0 +1,48 @@
+#include "kernels/kernel_choice.hpp"
+
+#include <algorithm>
+
+#include "graph/error.hpp"
+#include "kernels/tile_kernel.hpp"
+
+namespace tessera::kernels {
+
+std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy policy) {
+  std::vector<KernelChoice> choices;
+  choices.reserve(graph.ops.size());
+  for (graph::Operator& op : graph.ops) {
+    std::vector<ConstTensorView> inputs;
+    for (int32_t t : op.inputs) {
+      const graph::CompiledTensor& tensor = graph.tensors[t];
+      const bool constant = tensor.storage == graph::TensorStorage::Weight;
+      inputs.push_back({constant ? tensor.weight.data() : nullptr, &tensor.shape});
+    }
+    std::vector<const TileKernelVariant*> variants;
+    for (const std::string& name : tile_kernel_variants(op.type))
+      if (const TileKernelVariant* v = find_tile_kernel_variant(op.type, name)) variants.push_back(v);
+    std::stable_sort(variants.begin(), variants.end(),
+                     [](const auto* a, const auto* b) { return a->preference > b->preference; });
+    KernelChoice choice;
+    for (const TileKernelVariant* v : variants) {
+      if (policy == KernelPolicy::ReferenceOnly && v->name != "reference") continue;
+      std::optional<std::string> why_not = v->applies ? v->applies(op, inputs) : std::nullopt;
+      if (why_not) {
+        choice.skipped.push_back(std::string(v->name) + ": " + *why_not);
+        continue;
+      }
+      choice.kernel = std::string(v->name);
+      break;
+    }
+    if (choice.kernel.empty())
+      throw Error("op '" + op.name + "' (" + std::string(graph::op_type_name(op.type)) +
+                  "): no kernel variant applies");
+    // Only a fall-back to the reference is a slow path worth explaining; a
+    // specialised variant that does not apply next to another that does is not.
+    if (choice.kernel != "reference") choice.skipped.clear();
+    op.kernel = choice.kernel;
+    choices.push_back(std::move(choice));
+  }
+  return choices;
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,25 @@
+#pragma once
+// The compiler's kernel choice: for every op, the most preferred registered
+// variant that applies to it. Every op whose faster variant does not apply
+// says why, so the report never hides a slow path (no silent fallbacks).
+#include <string>
+#include <vector>
+
+#include "graph/tile_graph.hpp"
+
+namespace tessera::kernels {
+
+struct KernelChoice {
+  std::string kernel;                // the chosen variant, stored in Operator::kernel
+  std::vector<std::string> skipped;  // "variant: reason" for each preferred one not taken
+};
+
+enum class KernelPolicy {
+  Fastest,        // the most preferred variant that applies
+  ReferenceOnly,  // always the scalar reference (for checking and A/B runs)
+};
+
+// Sets Operator::kernel of every op in `graph`; returns one entry per op.
+std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy policy);
+
+}  // namespace tessera::kernels

@@ -29,12 +29,12 @@ fi
 
 # Python test oracles live in a project-local virtual environment.
 venv="$root/.venv"
-python_packages=(numpy onnx onnxruntime)
+python_packages=(numpy onnx onnxruntime matplotlib)
 if [ ! -x "$venv/bin/python" ]; then
   echo "setup: creating $venv"
   /usr/bin/python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c "import numpy, onnx, onnxruntime" >/dev/null 2>&1; then
+if ! "$venv/bin/python" -c "import numpy, onnx, onnxruntime, matplotlib" >/dev/null 2>&1; then
   echo "setup: installing Python packages: ${python_packages[*]}"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "${python_packages[@]}"
 fi

@@ -1,6 +1,11 @@
 # Warnings on for our own targets only (third-party headers are SYSTEM).
 function(tessera_target_defaults target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  # -ffp-contract=off: the compiler may not fuse a*b+c into an FMA on its
+  # own. With contraction, auto-vectorised loops round differently in their
+  # peeled scalar part and their vector body, so a kernel's result depended on
+  # the alignment of its scratch buffers (i.e. on which thread ran it).
+  # Kernels that want FMAs ask for them explicitly (xsimd::fma).
+  target_compile_options(${target} PRIVATE -Wall -Wextra -ffp-contract=off)
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
 endfunction()
 

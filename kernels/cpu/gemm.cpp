@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -19,7 +20,8 @@ namespace tessera::kernels::cpu {
 namespace {
 
 constexpr GemmMicrokernel kMicrokernels[] = {
-#define TESSERA_GEMM_MICROKERNEL(isa, function, mr, nr) {GemmIsa::isa, #function, mr, nr, function},
+#define TESSERA_GEMM_MICROKERNEL(isa, function, pack_a_function, mr, nr) \
+  {GemmIsa::isa, #function, mr, nr, function, pack_a_function},
 #include "kernels/cpu/gemm_microkernels.inc"
 #undef TESSERA_GEMM_MICROKERNEL
 };
@@ -31,9 +33,36 @@ static_assert(std::ranges::all_of(kMicrokernels, [](const GemmMicrokernel& k) {
 }));
 
 // Cache blocking (BLIS's loops, Van Zee & van de Geijn 2015, with A and B
-// swapped for row-major C; see GemmBlocking).
-// Set only by tuning code and tests, before any gemm_tile() runs.
-GemmBlocking g_blocking;
+// swapped for row-major C; see GemmBlocking). Forced only by tuning code and
+// tests, before any gemm_tile() runs.
+std::optional<GemmBlocking> g_forced_blocking;
+
+// Sapphire Rapids, per core. The kernels' own blocking is derived from these.
+constexpr int64_t kL1Bytes = 48 * 1024;
+constexpr int64_t kL2Bytes = 2 * 1024 * 1024;
+
+// A kernel's own blocking (measured with bench/kernels/sgemm.cpp):
+//  - kc: the MR×kc micro-panel of A, reused across every B panel of a
+//    column block, fills half of L1 (the other half takes the streaming B
+//    panel lines and C): 6 rows → 1024, 12 → 512, 14 → 432. A large kc
+//    also means fewer passes over C (each slice after the first loads and
+//    stores the whole tile of C again).
+//  - nc: the kc×nc block of B panels fills half of L2: 6×64 → 256 columns
+//    (1 MiB at kc 1024), 14×32 → 576.
+//  - mc: only bounds the packed-A scratch (mc·kc floats).
+//  - A packed once the tile spans ≥ 16 panels: below that the copy (a
+//    stream of A from memory with no FMAs to hide it behind) costs more than
+//    the row pointers and L1 conflicts of reading A in place.
+GemmBlocking own_blocking(const GemmMicrokernel& kernel) {
+  const int64_t mr = kernel.mr, nr = kernel.nr;
+  GemmBlocking blocking;
+  blocking.kc = std::max<int64_t>(8, kL1Bytes / 2 / (mr * 4) / 8 * 8);
+  blocking.nc = std::max<int64_t>(nr, kL2Bytes / 2 / (blocking.kc * 4) / nr * nr);
+  blocking.mc = std::max<int64_t>(mr, 768 / mr * mr);
+  blocking.pack_a_min_columns = 16 * nr;
+  blocking.l1_panel_bytes = 0;
+  return blocking;
+}
 
 bool cpu_supports(GemmIsa isa) {
   switch (isa) {
@@ -120,18 +149,6 @@ float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t 
   return x;
 }
 
-// A[m0:m0+mr_valid, k0:k0+kc] as kc groups of MR scalars, zero rows past
-// mr_valid (the microkernel's packed layout).
-void pack_a_micropanel(const float* a, int64_t lda, int64_t mr_valid, int mr, int64_t kc,
-                       float* out) {
-  for (int64_t i = 0; i < mr_valid; ++i) {
-    const float* row = a + i * lda;
-    for (int64_t k = 0; k < kc; ++k) out[k * mr + i] = row[k];
-  }
-  for (int64_t i = mr_valid; i < mr; ++i)
-    for (int64_t k = 0; k < kc; ++k) out[k * mr + i] = 0.0f;
-}
-
 }  // namespace
 
 std::span<const GemmMicrokernel> gemm_microkernels() {
@@ -171,14 +188,23 @@ const GemmMicrokernel& gemm_default_microkernel() {
   return first_microkernel(gemm_isa());
 }
 
+GemmBlocking gemm_blocking_for(const GemmMicrokernel& kernel) {
+  return g_forced_blocking ? *g_forced_blocking : own_blocking(kernel);
+}
+
 GemmBlocking gemm_blocking() {
-  return g_blocking;
+  return gemm_blocking_for(gemm_default_microkernel());
+}
+
+void reset_gemm_blocking() {
+  g_forced_blocking.reset();
 }
 
 void set_gemm_blocking(const GemmBlocking& blocking) {
-  if (blocking.kc < 1 || blocking.mc < 1 || blocking.nc < 1 || blocking.pack_a_min_columns < 0)
+  if (blocking.kc < 1 || blocking.mc < 1 || blocking.nc < 1 || blocking.pack_a_min_columns < 0 ||
+      blocking.l1_panel_bytes < 0)
     throw std::invalid_argument("set_gemm_blocking: block sizes must be positive");
-  g_blocking = blocking;
+  g_forced_blocking = blocking;
 }
 
 void PackedMatrix::FreeAligned::operator()(float* p) const {
@@ -229,15 +255,17 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
   const int64_t nr = kernel.nr, k = b.k();
   GemmScratch& scratch = thread_scratch();
   const int64_t panel_begin = tile.n0 / nr, panel_end = (tile.n1 + nr - 1) / nr;
-  const GemmBlocking blocking = gemm_blocking();
-  const int64_t kc_max = blocking.kc;
+  const GemmBlocking blocking = gemm_blocking_for(kernel);
+  // Equal slices no longer than blocking.kc: K = 1152 runs as 2 × 576, not
+  // 1024 + 128 (a short last slice pays a whole pass over C for little work).
+  const int64_t k_blocks = std::max<int64_t>(1, (k + blocking.kc - 1) / blocking.kc);
+  const int64_t kc_max = std::max<int64_t>(1, (k + k_blocks - 1) / k_blocks);
   const int64_t panels_per_block = std::max<int64_t>(1, blocking.nc / nr);
   const int64_t rows_per_block = std::max<int64_t>(1, blocking.mc / mr) * mr;
   const bool pack_a = tile.n1 - tile.n0 >= blocking.pack_a_min_columns;
   float* a_block =
       pack_a ? scratch.a_block_for(std::min(rows_per_block, tile.m1 - tile.m0 + mr) * kc_max)
              : nullptr;
-  const int64_t k_blocks = std::max<int64_t>(1, (k + kc_max - 1) / kc_max);
 
   GemmMicrotileEpilogue micro_ep{.bias_kind = epilogue.bias_kind,
                                  .activation = epilogue.activation,
@@ -245,72 +273,80 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
                                  .clip_max = epilogue.clip_max,
                                  .ld_residual = epilogue.ld_residual,
                                  .residual_position = epilogue.residual_position};
+  const bool has_epilogue = epilogue.bias_kind != GemmBias::kNone ||
+                            epilogue.activation != GemmActivation::kNone || epilogue.residual;
   GemmMicrokernelArgs args;
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     const int64_t k0 = kb * kc_max, kc = std::min(kc_max, k - k0);
     const bool first = kb == 0, last = kb == k_blocks - 1;
+    const bool panels_outer =
+        kc * nr * static_cast<int64_t>(sizeof(float)) <= blocking.l1_panel_bytes;
     args.kc = kc;
     for (int64_t mb = tile.m0; mb < tile.m1; mb += rows_per_block) {
       const int64_t me = std::min(mb + rows_per_block, tile.m1);
       if (pack_a)
         for (int64_t m = mb; m < me; m += mr)
-          pack_a_micropanel(a + m * lda + k0, lda, std::min<int64_t>(mr, me - m), mr, kc,
-                            a_block + (m - mb) * kc);
+          kernel.pack_a(a + m * lda + k0, lda, std::min<int64_t>(mr, me - m), kc,
+                        a_block + (m - mb) * kc);
+      // One MR×NR block: rows [m, m + MR) against panel p.
+      auto run_block = [&](int64_t m, int64_t p) {
+        const int64_t mv = std::min<int64_t>(mr, me - m);
+        args.m_valid = mv;
+        if (pack_a) {
+          args.a = a_block + (m - mb) * kc;
+          args.a_row_stride = 1;
+          args.a_k_stride = mr;
+        } else {
+          args.a = a + m * lda + k0;
+          args.a_row_stride = lda;
+          args.a_k_stride = 1;
+        }
+        const int64_t j0 = p * nr;
+        const int64_t col_lo = std::max(tile.n0, j0), col_hi = std::min(tile.n1, j0 + nr);
+        args.b = b.data() + (p * k + k0) * nr;
+        if (mv == mr && col_lo == j0 && col_hi == j0 + nr) {
+          // Whole block: accumulate and run the epilogue in registers.
+          args.c = c + m * ldc + j0;
+          args.ldc = ldc;
+          args.load_c = !first || epilogue.accumulate;
+          args.epilogue = nullptr;
+          if (last && has_epilogue) {
+            if (epilogue.bias_kind != GemmBias::kNone)
+              micro_ep.bias = epilogue.bias + (epilogue.bias_kind == GemmBias::kPerRow ? m : j0);
+            micro_ep.residual =
+                epilogue.residual ? epilogue.residual + m * epilogue.ld_residual + j0 : nullptr;
+            args.epilogue = &micro_ep;
+          }
+          kernel.fn(args);
+          return;
+        }
+        // Edge block: compute all of it into scratch, then write only the
+        // part inside the tile.
+        float* edge = scratch.edge.get();
+        args.c = edge;
+        args.ldc = nr;
+        args.load_c = false;
+        args.epilogue = nullptr;
+        kernel.fn(args);
+        for (int64_t i = 0; i < mv; ++i) {
+          float* c_row = c + (m + i) * ldc;
+          const float* e_row = edge + i * nr;
+          for (int64_t j = col_lo; j < col_hi; ++j) {
+            float x = e_row[j - j0];
+            if (!first || epilogue.accumulate) x += c_row[j];
+            if (last) x = apply_epilogue_scalar(x, epilogue, m + i, j);
+            c_row[j] = x;
+          }
+        }
+      };
       for (int64_t pb = panel_begin; pb < panel_end; pb += panels_per_block) {
         const int64_t pe = std::min(pb + panels_per_block, panel_end);
-        for (int64_t m = mb; m < me; m += mr) {
-          const int64_t mv = std::min<int64_t>(mr, me - m);
-          args.m_valid = mv;
-          if (pack_a) {
-            args.a = a_block + (m - mb) * kc;
-            args.a_row_stride = 1;
-            args.a_k_stride = mr;
-          } else {
-            args.a = a + m * lda + k0;
-            args.a_row_stride = lda;
-            args.a_k_stride = 1;
-          }
-          for (int64_t p = pb; p < pe; ++p) {
-            const int64_t j0 = p * nr;
-            const int64_t col_lo = std::max(tile.n0, j0), col_hi = std::min(tile.n1, j0 + nr);
-            args.b = b.data() + (p * k + k0) * nr;
-            if (mv == mr && col_lo == j0 && col_hi == j0 + nr) {
-              // Whole block: accumulate and run the epilogue in registers.
-              args.c = c + m * ldc + j0;
-              args.ldc = ldc;
-              args.load_c = !first || epilogue.accumulate;
-              args.epilogue = nullptr;
-              if (last && (epilogue.bias_kind != GemmBias::kNone ||
-                           epilogue.activation != GemmActivation::kNone || epilogue.residual)) {
-                if (epilogue.bias_kind != GemmBias::kNone)
-                  micro_ep.bias =
-                      epilogue.bias + (epilogue.bias_kind == GemmBias::kPerRow ? m : j0);
-                micro_ep.residual =
-                    epilogue.residual ? epilogue.residual + m * epilogue.ld_residual + j0 : nullptr;
-                args.epilogue = &micro_ep;
-              }
-              kernel.fn(args);
-              continue;
-            }
-            // Edge block: compute all of it into scratch, then write only the
-            // part inside the tile.
-            float* edge = scratch.edge.get();
-            args.c = edge;
-            args.ldc = nr;
-            args.load_c = false;
-            args.epilogue = nullptr;
-            kernel.fn(args);
-            for (int64_t i = 0; i < mv; ++i) {
-              float* c_row = c + (m + i) * ldc;
-              const float* e_row = edge + i * nr;
-              for (int64_t j = col_lo; j < col_hi; ++j) {
-                float x = e_row[j - j0];
-                if (!first || epilogue.accumulate) x += c_row[j];
-                if (last) x = apply_epilogue_scalar(x, epilogue, m + i, j);
-                c_row[j] = x;
-              }
-            }
-          }
+        if (panels_outer) {
+          for (int64_t p = pb; p < pe; ++p)
+            for (int64_t m = mb; m < me; m += mr) run_block(m, p);
+        } else {
+          for (int64_t m = mb; m < me; m += mr)
+            for (int64_t p = pb; p < pe; ++p) run_block(m, p);
         }
       }
     }

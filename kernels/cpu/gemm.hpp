@@ -33,6 +33,9 @@ enum class GemmIsa { kPortable, kAvx2, kAvx512 };
 
 struct GemmMicrokernelArgs;
 using GemmMicrokernelFn = void (*)(const GemmMicrokernelArgs&);
+// Packs rows [0, rows) of A (rows ≤ MR, row i at a + i·lda, kc floats each)
+// into one micro-panel of kc groups of MR scalars, rows ≥ `rows` zero.
+using GemmPackAFn = void (*)(const float* a, int64_t lda, int64_t rows, int64_t kc, float* out);
 
 // One entry of kernels/cpu/gemm_microkernels.inc.
 struct GemmMicrokernel {
@@ -41,6 +44,7 @@ struct GemmMicrokernel {
   int mr;                 // rows of C per call (broadcast from A)
   int nr;                 // columns of C per call (vectors of B)
   GemmMicrokernelFn fn;
+  GemmPackAFn pack_a;  // the same ISA's A packer for this MR
 };
 
 // Every microkernel built into the library, in manifest order (including
@@ -63,18 +67,30 @@ const GemmMicrokernel& gemm_default_microkernel();
 // blocks of B panels (KC·NC floats held in L2), then MR-row micro-panels of
 // A (held in L1) across those panels. Copying A into packed micro-panels
 // removes MR row pointers and L1 set conflicts but costs a transposing copy
-// of the tile's A once per slice; on Sapphire Rapids reading A in place was
-// faster for every shape measured (bench/kernels/sgemm.cpp), so packing is
-// reserved for tiles at least `pack_a_min_columns` wide.
+// of the tile's A once per slice, a stream from memory that nothing
+// overlaps, so packing is reserved for tiles at least `pack_a_min_columns`
+// wide (enough B panels to amortise it).
 struct GemmBlocking {
   int64_t kc = 320;
   int64_t mc = 768;
   int64_t nc = 384;
   int64_t pack_a_min_columns = 4096;
+  // When one kc slice of a B panel (kc·NR floats) is at most this many
+  // bytes, the panels become the outer loop and the micro-panels of A the
+  // inner one: the B panel stays in L1 while A streams past it.
+  int64_t l1_panel_bytes = 0;
 };
+// The blocking gemm_tile() uses for `kernel`: the one set_gemm_blocking()
+// forced, else the kernel's own, derived from its MR×NR and the cache sizes.
+// kc is the largest slice; gemm_tile() splits K into equal slices ≤ kc.
+GemmBlocking gemm_blocking_for(const GemmMicrokernel& kernel);
+// gemm_blocking_for(gemm_default_microkernel()).
 GemmBlocking gemm_blocking();
-// For tuning and tests; not to be called while gemm_tile() runs elsewhere.
+// Forces one blocking for every kernel, for tuning and tests; not to be
+// called while gemm_tile() runs elsewhere. reset_gemm_blocking() returns to
+// each kernel's own.
 void set_gemm_blocking(const GemmBlocking& blocking);
+void reset_gemm_blocking();
 
 // B packed into ceil(N / NR) panels; panel p holds columns [p·NR, p·NR + NR)
 // as K rows of NR floats (zero past column N). Panel p starts at p·K·NR.

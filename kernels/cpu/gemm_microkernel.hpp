@@ -35,8 +35,9 @@ struct GemmMicrokernelArgs {
   const GemmMicrotileEpilogue* epilogue = nullptr;  // null: store the sum as is
 };
 
-#define TESSERA_GEMM_MICROKERNEL(isa, function, mr, nr) \
-  void function(const GemmMicrokernelArgs& args);
+#define TESSERA_GEMM_MICROKERNEL(isa, function, pack_a_function, mr, nr) \
+  void function(const GemmMicrokernelArgs& args);                        \
+  void pack_a_function(const float* a, int64_t lda, int64_t rows, int64_t kc, float* out);
 #include "kernels/cpu/gemm_microkernels.inc"
 #undef TESSERA_GEMM_MICROKERNEL
 

@@ -10,6 +10,10 @@
 // MR scalars of A (BLIS's microkernel, Van Zee & van de Geijn 2015).
 #include <xsimd/xsimd.hpp>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 #include "kernels/cpu/gemm_microkernel.hpp"
 
 namespace tessera::kernels::cpu {
@@ -41,12 +45,19 @@ inline Batch apply_microtile_epilogue(Batch x, const GemmMicrotileEpilogue& ep, 
   return x;
 }
 
+// Software prefetch distance for the packed B panel, in k steps: far enough
+// ahead to cover an L2 hit (~16 cycles) at MR·NR/(2·W) cycles per k step,
+// near enough that the lines are still in L1 when used.
+constexpr int kPrefetchBSteps = 8;
+
 template <class Arch, int MR, int NR>
 inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
   using Batch = xsimd::batch<float, Arch>;
   constexpr int W = static_cast<int>(Batch::size);
   constexpr int NV = NR / W;
   static_assert(NR % W == 0, "NR must be a multiple of the vector width");
+  // One prefetch per 64-byte line of a k step of B.
+  constexpr int kBLines = (NR * 4 + 63) / 64;
 
   Batch acc[MR][NV];
 #pragma GCC unroll 16
@@ -54,16 +65,34 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[i][v] = Batch(0.0f);
 
-      // C is touched only after the k loop: start fetching its rows now (they
-      // are far apart, often in no cache after the previous KC slice).
+  // C is touched only after the k loop: fetch every line of its rows now
+  // (rows are far apart and often in no cache after the previous slice; an
+  // unaligned row of NR floats spans up to NR/16 + 1 lines).
+  float* c = args.c;
+  const int64_t ldc = args.ldc;
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
-    __builtin_prefetch(args.c + i * args.ldc, 1);
-    __builtin_prefetch(args.c + i * args.ldc + NR - 1, 1);
+#pragma GCC unroll 8
+    for (int l = 0; l < NR; l += 16) __builtin_prefetch(c + i * ldc + l, 1);
+    __builtin_prefetch(c + i * ldc + NR - 1, 1);
   }
 
   const float* b = args.b;
   const int64_t kc = args.kc;
+  // One k step: NV vectors of B, MR broadcasts of A, MR·NV FMAs.
+  auto step = [&](const float* bk, auto a_of_row) {
+#pragma GCC unroll 8
+    for (int l = 0; l < kBLines; ++l) __builtin_prefetch(bk + kPrefetchBSteps * NR + l * 16);
+    Batch bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = Batch::load_aligned(bk + v * W);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const Batch ai(a_of_row(i));
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(ai, bv[v], acc[i][v]);
+    }
+  };
   if (args.a_k_stride == 1) {
     // A in place: one pointer per row, rows past m_valid clamped to the last
     // valid one (their results are discarded by the caller).
@@ -71,38 +100,18 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
       rows[i] = args.a + (i < args.m_valid ? i : args.m_valid - 1) * args.a_row_stride;
-    for (int64_t k = 0; k < kc; ++k) {
-      Batch bv[NV];
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) bv[v] = Batch::load_aligned(b + v * W);
-      b += NR;
-#pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i) {
-        const Batch ai(rows[i][k]);
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(ai, bv[v], acc[i][v]);
-      }
-    }
+      // Unrolled by 4: the loop counter and pointer updates are amortised
+      // over 4·MR·NV FMAs.
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; ++k) step(b + k * NR, [&](int i) { return rows[i][k]; });
   } else {
-    // A packed as kc groups of MR consecutive scalars.
+    // A packed as kc groups of MR consecutive scalars: one pointer, the
+    // broadcasts at constant offsets from it.
     const float* a = args.a;
-    for (int64_t k = 0; k < kc; ++k) {
-      Batch bv[NV];
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) bv[v] = Batch::load_aligned(b + v * W);
-      b += NR;
-#pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i) {
-        const Batch ai(a[i]);
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(ai, bv[v], acc[i][v]);
-      }
-      a += MR;
-    }
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; ++k) step(b + k * NR, [&](int i) { return a[k * MR + i]; });
   }
 
-  float* c = args.c;
-  const int64_t ldc = args.ldc;
   if (args.load_c) {
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
@@ -121,6 +130,52 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[i][v].store_unaligned(c + i * ldc + v * W);
+}
+
+// Packs rows [0, rows) of A (row i at a + i·lda, kc floats each) into the
+// microkernel's packed layout, kc groups of MR scalars, rows ≥ `rows` zero.
+// A transposing copy: on x86 each 4×4 block (4 rows × 4 k) is transposed in
+// registers (4 loads, 8 shuffles, 4 stores instead of 16 scalar moves) and
+// the last MR mod 4 rows go in pairs; compiled per ISA like the kernels.
+template <int MR>
+inline void gemm_pack_a(const float* a, int64_t lda, int64_t rows, int64_t kc, float* out) {
+  int64_t k = 0;
+#if defined(__SSE2__)
+  if (rows == MR) {
+    for (; k + 4 <= kc; k += 4) {
+      float* o = out + k * MR;
+      int i = 0;
+#pragma GCC unroll 4
+      for (; i + 4 <= MR; i += 4) {
+        __m128 r0 = _mm_loadu_ps(a + (i + 0) * lda + k);
+        __m128 r1 = _mm_loadu_ps(a + (i + 1) * lda + k);
+        __m128 r2 = _mm_loadu_ps(a + (i + 2) * lda + k);
+        __m128 r3 = _mm_loadu_ps(a + (i + 3) * lda + k);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(o + 0 * MR + i, r0);
+        _mm_storeu_ps(o + 1 * MR + i, r1);
+        _mm_storeu_ps(o + 2 * MR + i, r2);
+        _mm_storeu_ps(o + 3 * MR + i, r3);
+      }
+      if constexpr (MR % 4 >= 2) {
+        const __m128 r0 = _mm_loadu_ps(a + (i + 0) * lda + k);
+        const __m128 r1 = _mm_loadu_ps(a + (i + 1) * lda + k);
+        const __m128 lo = _mm_unpacklo_ps(r0, r1), hi = _mm_unpackhi_ps(r0, r1);
+        _mm_storel_pi(reinterpret_cast<__m64*>(o + 0 * MR + i), lo);
+        _mm_storeh_pi(reinterpret_cast<__m64*>(o + 1 * MR + i), lo);
+        _mm_storel_pi(reinterpret_cast<__m64*>(o + 2 * MR + i), hi);
+        _mm_storeh_pi(reinterpret_cast<__m64*>(o + 3 * MR + i), hi);
+        i += 2;
+      }
+      if constexpr (MR % 2 == 1)
+        for (int kk = 0; kk < 4; ++kk) o[kk * MR + i] = a[i * lda + k + kk];
+    }
+  }
+#endif
+  for (; k < kc; ++k) {
+    for (int64_t i = 0; i < rows; ++i) out[k * MR + i] = a[i * lda + k];
+    for (int64_t i = rows; i < MR; ++i) out[k * MR + i] = 0.0f;
+  }
 }
 
 }  // namespace

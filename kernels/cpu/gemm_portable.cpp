@@ -5,15 +5,19 @@
 
 namespace tessera::kernels::cpu {
 
-#define TESSERA_GEMM_kAvx512(function, mr, nr)
-#define TESSERA_GEMM_kAvx2(function, mr, nr)
-#define TESSERA_GEMM_kPortable(function, mr, nr)
+#define TESSERA_GEMM_kAvx512(function, pack_a_function, mr, nr)
+#define TESSERA_GEMM_kAvx2(function, pack_a_function, mr, nr)
+#define TESSERA_GEMM_kPortable(function, pack_a_function, mr, nr)
 #undef TESSERA_GEMM_kPortable
-#define TESSERA_GEMM_kPortable(function, mr, nr)   \
-  void function(const GemmMicrokernelArgs& args) { \
-    gemm_microkernel<xsimd::sse2, mr, nr>(args);   \
+#define TESSERA_GEMM_kPortable(function, pack_a_function, mr, nr)                           \
+  void function(const GemmMicrokernelArgs& args) {                                          \
+    gemm_microkernel<xsimd::sse2, mr, nr>(args);                                            \
+  }                                                                                         \
+  void pack_a_function(const float* a, int64_t lda, int64_t rows, int64_t kc, float* out) { \
+    gemm_pack_a<mr>(a, lda, rows, kc, out);                                                 \
   }
-#define TESSERA_GEMM_MICROKERNEL(isa, function, mr, nr) TESSERA_GEMM_##isa(function, mr, nr)
+#define TESSERA_GEMM_MICROKERNEL(isa, function, pack_a_function, mr, nr) \
+  TESSERA_GEMM_##isa(function, pack_a_function, mr, nr)
 #include "kernels/cpu/gemm_microkernels.inc"
 #undef TESSERA_GEMM_MICROKERNEL
 

@@ -49,7 +49,8 @@ struct GemmCase {
   GemmResidual residual_position = GemmResidual::kBeforeActivation;
   float clip_min = -0.5f, clip_max = 0.75f;
   bool zero_b = false;
-  GemmBlocking blocking;  // run() sets pack_a_min_columns to force A packed or in place
+  GemmBlocking blocking;      // run() sets pack_a_min_columns to force A packed or in place
+  bool own_blocking = false;  // the kernel's own blocking instead of `blocking`
 
   std::string describe() const {
     std::ostringstream s;
@@ -58,8 +59,13 @@ struct GemmCase {
       << ldc_pad << " transposed " << transposed << " accumulate " << accumulate << " bias "
       << static_cast<int>(bias_kind) << " act " << static_cast<int>(activation) << " residual "
       << residual << " after " << (residual_position == GemmResidual::kAfterActivation)
-      << " zero_b " << zero_b << " blocking kc " << blocking.kc << " mc " << blocking.mc << " nc "
-      << blocking.nc << " pack A from " << blocking.pack_a_min_columns << " columns";
+      << " zero_b " << zero_b;
+    if (own_blocking)
+      s << " the kernel's own blocking";
+    else
+      s << " blocking kc " << blocking.kc << " mc " << blocking.mc << " nc " << blocking.nc
+        << " pack A from " << blocking.pack_a_min_columns << " columns, panels outer up to "
+        << blocking.l1_panel_bytes << " bytes";
     return s.str();
   }
 };
@@ -127,10 +133,9 @@ void check_case(const GemmMicrokernel& kernel, const GemmCase& gc, uint64_t seed
   ep.residual = gc.residual ? residual.data() : nullptr;
   ep.ld_residual = ldr;
   ep.residual_position = gc.residual_position;
-  const GemmBlocking saved = gemm_blocking();
-  set_gemm_blocking(gc.blocking);
+  if (!gc.own_blocking) set_gemm_blocking(gc.blocking);
   gemm_tile(a.data(), lda, packed, c.data(), ldc, t, ep);
-  set_gemm_blocking(saved);
+  reset_gemm_blocking();
 
   const double eps = std::numeric_limits<float>::epsilon();
   const double tol = 2.0 * eps *
@@ -183,12 +188,16 @@ void test_microkernel(const GemmMicrokernel& kernel) {
   }
   const int64_t mr = kernel.mr, nr = kernel.nr;
   uint64_t seed = base_seed() * 1000003u + std::hash<std::string_view>{}(kernel.name);
-  // Every case twice: A read in place, and A packed into micro-panels.
+  // Every case three times: A read in place and A packed into micro-panels
+  // (with the given blocking; B panels outer when a slice fits
+  // l1_panel_bytes), then with the kernel's own blocking.
   auto run = [&](GemmCase gc) {
     for (int64_t pack_from : {int64_t{1} << 40, int64_t{0}}) {
       gc.blocking.pack_a_min_columns = pack_from;
       check_case(kernel, gc, seed);
     }
+    gc.own_blocking = true;
+    check_case(kernel, gc, seed);
     ++seed;
   };
 
@@ -221,6 +230,27 @@ void test_microkernel(const GemmMicrokernel& kernel) {
     run(small_blocks);
     small_blocks.blocking = {.kc = 1, .mc = 1, .nc = 1};
     run(small_blocks);
+    // B panels outer, rows inner (slices of ≤ 16 k steps fit 64·NR bytes).
+    small_blocks.blocking = {.kc = 16, .mc = 3 * mr, .nc = 2 * nr, .l1_panel_bytes = 64 * nr};
+    run(small_blocks);
+  }
+  SUBCASE("the kernel's own blocking: K in equal slices, wide tiles packed") {
+    const GemmBlocking own = gemm_blocking_for(kernel);
+    MESSAGE(kernel.name, " blocking: kc ", own.kc, " mc ", own.mc, " nc ", own.nc, " pack A from ",
+            own.pack_a_min_columns, " columns");
+    CHECK(own.kc >= 8);
+    CHECK(own.nc % nr == 0);
+    CHECK(own.mc % mr == 0);
+    for (int64_t k : {own.kc - 1, own.kc + 1, 2 * own.kc + 5}) {
+      GemmCase gc = whole(2 * mr + 1, nr + 3, k);
+      gc.accumulate = true;
+      gc.bias_kind = GemmBias::kPerColumn;
+      run(gc);
+    }
+    // Wide enough that the own blocking packs A, with a partial first panel.
+    GemmCase wide = whole(mr + 2, own.pack_a_min_columns + nr + 5, 37);
+    wide.tile = {1, mr + 2, 3, own.pack_a_min_columns + nr + 5};
+    run(wide);
   }
   SUBCASE("tiles at unaligned offsets, strided A, B and C, transposed B") {
     for (bool transposed : {false, true}) {
@@ -284,7 +314,38 @@ void test_microkernel(const GemmMicrokernel& kernel) {
       gc.activation = static_cast<GemmActivation>(pick(0, 3));
       gc.residual = pick(0, 1) == 1;
       gc.residual_position = static_cast<GemmResidual>(pick(0, 1));
+      gc.blocking.kc = pick(1, 400);
+      gc.blocking.l1_panel_bytes = pick(0, 1) == 1 ? int64_t{1} << 40 : 0;
       run(gc);
+    }
+  }
+}
+
+// The A packer alone: every row count 1..MR, k counts around its 4-wide
+// vector steps, a padded leading dimension; element (k, i) of the packed
+// micro-panel must be A[i][k] for i < rows and 0 after.
+void test_pack_a(const GemmMicrokernel& kernel) {
+  if (!gemm_isa_supported(kernel.isa)) return;
+  const uint64_t seed = base_seed() + std::hash<std::string_view>{}(kernel.name);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t mr = kernel.mr;
+  for (int64_t kc : {1, 3, 4, 5, 8, 13, 64, 67}) {
+    const int64_t lda = kc + 3;
+    for (int64_t rows = 1; rows <= mr; ++rows) {
+      INFO(kernel.name, " pack_a seed ", seed, " rows ", rows, " kc ", kc);
+      std::vector<float> a(static_cast<size_t>((rows - 1) * lda + kc));
+      for (float& x : a) x = dist(rng);
+      std::vector<float> out(static_cast<size_t>(kc * mr), kSentinel);
+      kernel.pack_a(a.data(), lda, rows, kc, out.data());
+      int64_t bad = 0;
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t i = 0; i < mr; ++i) {
+          const float want = i < rows ? a[i * lda + k] : 0.0f;
+          if (out[k * mr + i] != want && bad++ < 5)
+            FAIL_CHECK("packed[", k, "][", i, "] = ", out[k * mr + i], ", expected ", want);
+        }
+      CHECK(bad == 0);
     }
   }
 }
@@ -298,12 +359,14 @@ const GemmMicrokernel& microkernel_named(std::string_view name) {
 }  // namespace
 
 // One test case per manifest entry.
-#define TESSERA_GEMM_MICROKERNEL(isa_, function_, mr_, nr_)                        \
+#define TESSERA_GEMM_MICROKERNEL(isa_, function_, pack_a_, mr_, nr_)               \
   TEST_CASE("SGEMM microkernel " #function_ " (" #mr_ "x" #nr_ ") vs reference") { \
     const GemmMicrokernel& kernel = microkernel_named(#function_);                 \
     CHECK(kernel.isa == GemmIsa::isa_);                                            \
     CHECK(kernel.mr == mr_);                                                       \
     CHECK(kernel.nr == nr_);                                                       \
+    CHECK((kernel.pack_a == &pack_a_));                                            \
+    test_pack_a(kernel);                                                           \
     test_microkernel(kernel);                                                      \
   }
 #include "kernels/cpu/gemm_microkernels.inc"

@@ -1,0 +1,192 @@
+// "cpu.conv_depthwise": depthwise convolution (group == C == OC), direct:
+// per channel plane, the input window is copied zero-padded, then each
+// (kh, kw) tap is one vectorised multiply-add loop over the accumulators.
+// The plane loop is compiled for AVX-512, AVX2 and the baseline (GCC's
+// target_clones): the loader picks one clone for the CPU once, at start-up.
+#include <algorithm>
+#include <vector>
+
+#include "graph/error.hpp"
+#include "kernels/activation.hpp"
+#include "kernels/cpu/dense_ops.hpp"
+
+namespace tessera::kernels::cpu {
+namespace {
+
+constexpr std::string_view kVariant = "cpu.conv_depthwise";
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#define TESSERA_DEPTHWISE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TESSERA_DEPTHWISE_CLONES
+#endif
+
+// One (image, channel) plane of a tile: output rows [oh0, oh1) × columns
+// [ow0, ow1).
+struct DepthwisePlane {
+  const float* plane = nullptr;   // the channel's input, in_h × in_w
+  const float* kernel = nullptr;  // k_h × k_w weights
+  float bias = 0.0f;
+  float* out = nullptr;  // the channel's output plane, out_h × out_w
+  const ConvGeometry* g = nullptr;
+  const graph::OpAttributes* attrs = nullptr;
+  int64_t oh0 = 0, oh1 = 0, ow0 = 0, ow1 = 0;
+  float* window = nullptr;  // scratch: the input window, zero-padded
+  float* acc = nullptr;     // scratch: accumulators
+};
+
+// Bias-added accumulators → output, with the fused activation; the switch
+// is outside the loops so ReLU and Clip vectorise (kernels/activation.hpp
+// semantics).
+inline void store_activated(const float* __restrict acc, float* __restrict out, int64_t count,
+                            const graph::OpAttributes& attrs) {
+  switch (attrs.activation) {
+    case graph::Activation::Relu:
+      for (int64_t i = 0; i < count; ++i) out[i] = acc[i] > 0.0f ? acc[i] : 0.0f;
+      return;
+    case graph::Activation::Clip: {
+      const float lo = attrs.clip_min, hi = attrs.clip_max;
+      for (int64_t i = 0; i < count; ++i) out[i] = std::min(std::max(acc[i], lo), hi);
+      return;
+    }
+    case graph::Activation::None:
+    case graph::Activation::Sigmoid:
+      std::copy(acc, acc + count, out);
+      apply_activation(attrs, out, count);
+      return;
+  }
+}
+
+// The window the plane's outputs read, copied once with its padding as
+// zeros, so the tap loops need no bounds checks. At unit stride the rows of
+// the window are one flat array: output (r, i) is acc[r·cols_in + i] and
+// tap (kh, kw) reads window[that + kh·dh·cols_in + kw·dw], so each tap is
+// one contiguous loop over all rows (the columns past the row's end are
+// computed and dropped). One call per plane: the clone is picked once, and
+// there is no per-row call overhead on narrow planes.
+TESSERA_DEPTHWISE_CLONES
+void depthwise_plane(const DepthwisePlane& p) {
+  const ConvGeometry& g = *p.g;
+  const int64_t rows = p.oh1 - p.oh0, cols = p.ow1 - p.ow0;
+  const int64_t rows_in = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
+  const int64_t cols_in = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
+  const int64_t ih0 = p.oh0 * g.stride_h - g.pad_top, iw0 = p.ow0 * g.stride_w - g.pad_left;
+  const int64_t j_lo = std::clamp<int64_t>(-iw0, 0, cols_in);
+  const int64_t j_hi = std::clamp<int64_t>(g.in_w - iw0, j_lo, cols_in);
+  float* __restrict window = p.window;
+  for (int64_t r = 0; r < rows_in; ++r) {
+    float* row = window + r * cols_in;
+    const int64_t ih = ih0 + r;
+    if (ih < 0 || ih >= g.in_h) {
+      std::fill(row, row + cols_in, 0.0f);
+      continue;
+    }
+    std::fill(row, row + j_lo, 0.0f);
+    std::copy(p.plane + ih * g.in_w + iw0 + j_lo, p.plane + ih * g.in_w + iw0 + j_hi, row + j_lo);
+    std::fill(row + j_hi, row + cols_in, 0.0f);
+  }
+
+  float* __restrict acc = p.acc;
+  if (g.stride_h == 1 && g.stride_w == 1) {
+    const int64_t length = (rows - 1) * cols_in + cols;
+    std::fill(acc, acc + length, p.bias);
+    // Blocks of accumulators small enough to stay in L1 across the taps.
+    constexpr int64_t kBlock = 1024;
+    for (int64_t q0 = 0; q0 < length; q0 += kBlock) {
+      const int64_t q1 = std::min(length, q0 + kBlock);
+      for (int64_t kh = 0; kh < g.k_h; ++kh)
+        for (int64_t kw = 0; kw < g.k_w; ++kw) {
+          const float w = p.kernel[kh * g.k_w + kw];
+          const float* __restrict in = window + kh * g.dilation_h * cols_in + kw * g.dilation_w;
+          for (int64_t q = q0; q < q1; ++q) acc[q] += w * in[q];
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* out = p.out + (p.oh0 + r) * g.out_w + p.ow0;
+      store_activated(acc + r * cols_in, out, cols, *p.attrs);
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    std::fill(acc, acc + cols, p.bias);
+    for (int64_t kh = 0; kh < g.k_h; ++kh)
+      for (int64_t kw = 0; kw < g.k_w; ++kw) {
+        const float w = p.kernel[kh * g.k_w + kw];
+        const float* __restrict in =
+            window + (r * g.stride_h + kh * g.dilation_h) * cols_in + kw * g.dilation_w;
+        const int64_t stride = g.stride_w;
+        for (int64_t i = 0; i < cols; ++i) acc[i] += w * in[i * stride];
+      }
+    float* out = p.out + (p.oh0 + r) * g.out_w + p.ow0;
+    store_activated(acc, out, cols, *p.attrs);
+  }
+}
+
+std::optional<std::string> applies_with(const graph::Operator& op,
+                                        std::span<const ConstTensorView> inputs, ConvGeometry& g) {
+  if (op.type != graph::OpType::Conv) return "not a Conv";
+  if (inputs.size() < 2 || inputs.size() > 3) return "expected 2 or 3 inputs";
+  for (const ConstTensorView& input : inputs)
+    if (!input.shape) return "an input has no shape";
+  if (auto why = conv_geometry(op, *inputs[0].shape, *inputs[1].shape, g)) return why;
+  if (g.group != g.channels || g.out_channels != g.channels)
+    return "not depthwise (group " + std::to_string(g.group) + ", C " + std::to_string(g.channels) +
+           ", OC " + std::to_string(g.out_channels) + "; needs group == C == OC)";
+  if (inputs.size() == 3 && *inputs[2].shape != graph::Shape{g.out_channels})
+    return "bias shape " + graph::shape_to_string(*inputs[2].shape) + " is not [OC]";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> conv_depthwise_applies(const graph::Operator& op,
+                                                  std::span<const ConstTensorView> inputs) {
+  ConvGeometry g;
+  return applies_with(op, inputs, g);
+}
+
+void conv_depthwise(const TileArgs& args) {
+  check_dense_tile_args(kVariant, args, 2, 3, /*needs_prepared=*/false);
+  ConvGeometry g;
+  const std::span<const ConstTensorView> inputs(args.inputs, args.input_count);
+  if (auto why = applies_with(*args.op, inputs, g)) fail_op(kVariant, args.op, *why);
+  const graph::Shape& y_shape = *args.output.shape;
+  const bool is_1d = g.rank == 3;
+  if (y_shape.size() != g.rank || y_shape[0] != g.batch || y_shape[1] != g.out_channels ||
+      y_shape[g.rank - 1] != g.out_w || (!is_1d && y_shape[2] != g.out_h))
+    fail_op(kVariant, args.op, "output shape " + graph::shape_to_string(y_shape) + " is wrong");
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+
+  const float* x = args.inputs[0].data;
+  const float* w = args.inputs[1].data;
+  const float* bias = args.input_count == 3 ? args.inputs[2].data : nullptr;
+  DepthwisePlane p;
+  p.g = &g;
+  p.attrs = &args.op->attrs;
+  p.oh0 = is_1d ? 0 : r.begin[2];
+  p.oh1 = is_1d ? 1 : r.end[2];
+  p.ow0 = r.begin[g.rank - 1];
+  p.ow1 = r.end[g.rank - 1];
+  const int64_t rows = p.oh1 - p.oh0, cols = p.ow1 - p.ow0;
+  const int64_t rows_in = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
+  const int64_t cols_in = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
+  // Per-thread scratch, grown on first use, never per call.
+  thread_local std::vector<float> window, acc;
+  if (static_cast<int64_t>(window.size()) < rows_in * cols_in)
+    window.resize(static_cast<size_t>(rows_in * cols_in));
+  if (static_cast<int64_t>(acc.size()) < rows * cols_in)
+    acc.resize(static_cast<size_t>(rows * cols_in));
+  p.window = window.data();
+  p.acc = acc.data();
+  for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
+    for (int64_t c = r.begin[1]; c < r.end[1]; ++c) {
+      p.plane = x + (n * g.channels + c) * g.in_h * g.in_w;
+      p.kernel = w + c * g.k_h * g.k_w;
+      p.bias = bias ? bias[c] : 0.0f;
+      p.out = args.output.data + (n * g.out_channels + c) * g.out_h * g.out_w;
+      depthwise_plane(p);
+    }
+}
+
+}  // namespace tessera::kernels::cpu

@@ -1,0 +1,215 @@
+// "cpu.conv_gemm": convolution as an implicit GEMM per tile on the packed
+// SGEMM (kernels/cpu/gemm.hpp):
+//
+//   Y^T[pixels, oc0:oc1] = patches[pixels, kH·kW·C] · W'^T[kH·kW·C, OC]
+//
+// A tile's pixels go in chunks of at most ~512 (so the patch panel, the
+// Y^T panel and the packed weights stay in L2). Per chunk:
+//  1. the input rows and columns the chunk reads are transposed once into a
+//     pixel-major (NHWC) panel, zero where the window overhangs the image
+//     (padding costs nothing later);
+//  2. each pixel's patch is C-contiguous runs of that panel, one memcpy per
+//     (kh, kw) tap, or kW·C floats per kh when dilation_w == 1 — so the
+//     weights are packed as W' [OC, kH, kW, C], not ONNX's [OC, C, kH, kW];
+//     a 1×1 stride-1 conv needs no patches: the panel itself is A;
+//  3. one gemm_tile() call with the bias (per column) and the fused
+//     activation in its epilogue;
+//  4. Y^T is transposed back into the NCHW output, channels oc0:oc1 only.
+// Gathering from the pixel-major panel costs memcpy speed; gathering
+// patches straight from NCHW would cost one strided scalar copy per element.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "graph/error.hpp"
+#include "kernels/cpu/dense_ops.hpp"
+
+namespace tessera::kernels::cpu {
+namespace {
+
+constexpr std::string_view kVariant = "cpu.conv_gemm";
+
+// The patch panel of one chunk holds at most this many floats (512 KiB: a
+// quarter of Sapphire Rapids' 2 MiB L2, beside the packed weights).
+constexpr int64_t kPatchPanelFloats = int64_t{1} << 17;
+constexpr int64_t kMinChunkPixels = 16;
+constexpr int64_t kMaxChunkPixels = 512;
+
+struct ConvGemmPrepared {
+  PackedMatrix weights;  // W' viewed [OC, kH·kW·C], packed as the transposed B
+  ConvGeometry geometry;
+};
+
+// Per-thread panels, grown on first use, never per call.
+struct ConvScratch {
+  std::vector<float> input;    // pixel-major input window of a chunk
+  std::vector<float> patches;  // [pixels, K]
+  std::vector<float> output;   // Y^T [pixels, oc1]
+};
+
+ConvScratch& thread_scratch() {
+  thread_local ConvScratch scratch;
+  return scratch;
+}
+
+float* grown(std::vector<float>& buffer, int64_t floats) {
+  if (static_cast<int64_t>(buffer.size()) < floats) buffer.resize(static_cast<size_t>(floats));
+  return buffer.data();
+}
+
+std::optional<std::string> applies_with(const graph::Operator& op,
+                                        std::span<const ConstTensorView> inputs, ConvGeometry& g) {
+  if (op.type != graph::OpType::Conv) return "not a Conv";
+  if (inputs.size() < 2 || inputs.size() > 3) return "expected 2 or 3 inputs";
+  for (const ConstTensorView& input : inputs)
+    if (!input.shape) return "an input has no shape";
+  if (auto why = conv_geometry(op, *inputs[0].shape, *inputs[1].shape, g)) return why;
+  if (g.group != 1)
+    return "groups > 1 (depthwise conv uses cpu.conv_depthwise, grouped conv the reference "
+           "kernel)";
+  if (!inputs[1].data) return "weights are not constant";
+  if (inputs.size() == 3 && *inputs[2].shape != graph::Shape{g.out_channels})
+    return "bias shape " + graph::shape_to_string(*inputs[2].shape) + " is not [OC]";
+  return std::nullopt;
+}
+
+// Transposes input rows [ih_begin, ih_begin + rows) × columns [iw_begin,
+// iw_begin + cols) of one image (C planes of in_h × in_w) into
+// panel[(r·cols + j)·C + c], zero outside the image.
+void gather_input_window(const float* image, const ConvGeometry& g, int64_t ih_begin, int64_t rows,
+                         int64_t iw_begin, int64_t cols, float* panel) {
+  const int64_t c = g.channels, plane = g.in_h * g.in_w;
+  const int64_t j_lo = std::clamp<int64_t>(-iw_begin, 0, cols);
+  const int64_t j_hi = std::clamp<int64_t>(g.in_w - iw_begin, j_lo, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = panel + r * cols * c;
+    const int64_t ih = ih_begin + r;
+    if (ih < 0 || ih >= g.in_h || j_lo == j_hi) {
+      std::fill(row, row + cols * c, 0.0f);
+      continue;
+    }
+    std::fill(row, row + j_lo * c, 0.0f);
+    std::fill(row + j_hi * c, row + cols * c, 0.0f);
+    transpose_panel(image + ih * g.in_w + iw_begin + j_lo, plane, c, j_hi - j_lo, row + j_lo * c,
+                    c);
+  }
+}
+
+// One chunk: output rows [oh_begin, oh_begin + rows) × columns [ow_begin,
+// ow_begin + cols) of image n, channels [oc0, oc1).
+void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, int64_t oh_begin,
+               int64_t rows, int64_t ow_begin, int64_t cols, int64_t oc0, int64_t oc1,
+               const GemmEpilogue& epilogue) {
+  const ConvGeometry& g = prep.geometry;
+  ConvScratch& scratch = thread_scratch();
+  const int64_t c = g.channels, k = prep.weights.k();
+  const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
+  const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
+  float* window = grown(scratch.input, window_rows * window_cols * c);
+  const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
+  gather_input_window(image, g, oh_begin * g.stride_h - g.pad_top, window_rows,
+                      ow_begin * g.stride_w - g.pad_left, window_cols, window);
+
+  const int64_t pixels = rows * cols;
+  const float* a = window;
+  if (g.k_h != 1 || g.k_w != 1 || g.stride_h != 1 || g.stride_w != 1) {
+    float* patches = grown(scratch.patches, pixels * k);
+    // A whole kernel row is one run of kW·C floats when dilation_w == 1.
+    const bool rows_contiguous = g.dilation_w == 1;
+    const int64_t run = rows_contiguous ? g.k_w * c : c;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < cols; ++j) {
+        float* patch = patches + (r * cols + j) * k;
+        for (int64_t kh = 0; kh < g.k_h; ++kh) {
+          const float* src =
+              window + ((r * g.stride_h + kh * g.dilation_h) * window_cols + j * g.stride_w) * c;
+          if (rows_contiguous) {
+            std::memcpy(patch, src, static_cast<size_t>(run) * sizeof(float));
+            patch += run;
+            continue;
+          }
+          for (int64_t kw = 0; kw < g.k_w; ++kw, patch += c)
+            std::memcpy(patch, src + kw * g.dilation_w * c, static_cast<size_t>(c) * sizeof(float));
+        }
+      }
+    }
+    a = patches;
+  }
+
+  float* out_t = grown(scratch.output, pixels * oc1);
+  gemm_tile(a, k, prep.weights, out_t, oc1, {.m0 = 0, .m1 = pixels, .n0 = oc0, .n1 = oc1},
+            epilogue);
+
+  const int64_t out_plane = g.out_h * g.out_w;
+  float* y = args.output.data + (n * g.out_channels + oc0) * out_plane;
+  for (int64_t r = 0; r < rows; ++r)
+    transpose_panel(out_t + r * cols * oc1 + oc0, oc1, cols, oc1 - oc0,
+                    y + (oh_begin + r) * g.out_w + ow_begin, out_plane);
+}
+
+}  // namespace
+
+std::optional<std::string> conv_gemm_applies(const graph::Operator& op,
+                                             std::span<const ConstTensorView> inputs) {
+  ConvGeometry g;
+  return applies_with(op, inputs, g);
+}
+
+PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+  auto prep = std::make_shared<ConvGemmPrepared>();
+  if (auto why = applies_with(op, inputs, prep->geometry)) fail_op(kVariant, &op, *why);
+  const ConvGeometry& g = prep->geometry;
+  // ONNX's [OC, C, kH, kW] → [OC, kH, kW, C]: the order the patches are
+  // gathered in (C-contiguous runs of the pixel-major window).
+  const int64_t taps = g.k_h * g.k_w, k = g.channels * taps;
+  std::vector<float> permuted(static_cast<size_t>(g.out_channels * k));
+  const float* w = inputs[1].data;
+  for (int64_t oc = 0; oc < g.out_channels; ++oc)
+    for (int64_t ch = 0; ch < g.channels; ++ch)
+      for (int64_t t = 0; t < taps; ++t)
+        permuted[(oc * taps + t) * g.channels + ch] = w[(oc * g.channels + ch) * taps + t];
+  prep->weights = pack_b(permuted.data(), k, g.out_channels, k, /*transposed=*/true);
+  return prep;
+}
+
+void conv_gemm(const TileArgs& args) {
+  check_dense_tile_args(kVariant, args, 2, 3, /*needs_prepared=*/true);
+  const auto& prep = *static_cast<const ConvGemmPrepared*>(args.prepared);
+  const ConvGeometry& g = prep.geometry;
+  const graph::Shape& y_shape = *args.output.shape;
+  const bool is_1d = g.rank == 3;
+  const graph::Shape& x_shape = *args.inputs[0].shape;
+  const bool same_shapes = x_shape.size() == g.rank && y_shape.size() == g.rank &&
+                           y_shape[0] == x_shape[0] && x_shape[1] == g.channels &&
+                           x_shape[g.rank - 1] == g.in_w && (is_1d || x_shape[2] == g.in_h) &&
+                           y_shape[1] == g.out_channels && y_shape[g.rank - 1] == g.out_w &&
+                           (is_1d || y_shape[2] == g.out_h);
+  if (!same_shapes)
+    fail_op(kVariant, args.op,
+            "shapes differ from the prepared ones (input " + graph::shape_to_string(x_shape) +
+                ", output " + graph::shape_to_string(y_shape) + ")");
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+
+  const float* bias = args.input_count == 3 ? args.inputs[2].data : nullptr;
+  const GemmEpilogue epilogue{.bias = bias,
+                              .bias_kind = bias ? GemmBias::kPerColumn : GemmBias::kNone,
+                              .activation = gemm_activation(args.op->attrs.activation),
+                              .clip_min = args.op->attrs.clip_min,
+                              .clip_max = args.op->attrs.clip_max};
+  const int64_t oc0 = r.begin[1], oc1 = r.end[1];
+  const int64_t oh0 = is_1d ? 0 : r.begin[2], oh1 = is_1d ? 1 : r.end[2];
+  const int64_t ow0 = r.begin[g.rank - 1], ow1 = r.end[g.rank - 1];
+  const int64_t max_pixels =
+      std::clamp(kPatchPanelFloats / prep.weights.k(), kMinChunkPixels, kMaxChunkPixels);
+  const int64_t chunk_cols = std::min(ow1 - ow0, max_pixels);
+  const int64_t chunk_rows = std::max<int64_t>(1, max_pixels / chunk_cols);
+  for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
+    for (int64_t oh = oh0; oh < oh1; oh += chunk_rows)
+      for (int64_t ow = ow0; ow < ow1; ow += chunk_cols)
+        run_chunk(args, prep, n, oh, std::min(chunk_rows, oh1 - oh), ow,
+                  std::min(chunk_cols, ow1 - ow), oc0, oc1, epilogue);
+}
+
+}  // namespace tessera::kernels::cpu

@@ -1,0 +1,91 @@
+#pragma once
+// The CPU tile-kernel variants of the dense ops (Conv, Gemm, MatMul), built
+// on the packed SGEMM of kernels/cpu/gemm.hpp. Each variant is a TileKernel
+// plus, where it needs one, a PrepareKernel that packs the constant weights
+// once at model load, and a KernelApplies that says why it cannot run an op
+// (the compiler then keeps the reference kernel and prints the reason).
+//
+// Usage (what the runtime does for one op):
+//   if (!cpu::conv_gemm_applies(op, inputs)) {
+//     PreparedOp state = cpu::prepare_conv_gemm(op, inputs);  // at model load
+//     args.prepared = state.get();                             // per tile
+//     cpu::conv_gemm(args);
+//   }
+// A PreparedOp holds weights packed for the SGEMM ISA in use when it was
+// made (set_gemm_isa() first to force another one).
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "graph/operator.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/tile_kernel.hpp"
+
+namespace tessera::kernels::cpu {
+
+// conv_gemm.cpp — "cpu.conv_gemm": 1-D/2-D convolution with group == 1, any
+// stride, padding and dilation, as an implicit GEMM per tile:
+// Y^T[pixels, OC] = patches[pixels, kH·kW·C] · W^T (W packed at prepare).
+// Inputs X [N,C,(H,)W], W [OC,C,(kH,)kW] constant, B [OC] optional.
+void conv_gemm(const TileArgs& args);
+PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTensorView> inputs);
+std::optional<std::string> conv_gemm_applies(const graph::Operator& op,
+                                             std::span<const ConstTensorView> inputs);
+
+// conv_depthwise.cpp — "cpu.conv_depthwise": depthwise convolution
+// (group == C == OC, W [C,1,kH,kW]), any stride, padding and dilation;
+// direct, vectorised along the output width. Needs no preparing.
+void conv_depthwise(const TileArgs& args);
+std::optional<std::string> conv_depthwise_applies(const graph::Operator& op,
+                                                  std::span<const ConstTensorView> inputs);
+
+// gemm_ops.cpp — "cpu.gemm": ONNX Gemm Y = alpha·op(A)·op(B) + beta·C with
+// B constant; any trans_a/trans_b, C absent, scalar, [N], [1,N], [M,1] or
+// [M,N] (constant or not). alpha is folded into the packed B.
+void gemm(const TileArgs& args);
+PreparedOp prepare_gemm(const graph::Operator& op, std::span<const ConstTensorView> inputs);
+std::optional<std::string> gemm_applies(const graph::Operator& op,
+                                        std::span<const ConstTensorView> inputs);
+
+// gemm_ops.cpp — "cpu.matmul": MatMul with A of rank >= 2 and B a constant
+// [K, N]: A's batch dims are just more rows of one [M', K] · [K, N] GEMM.
+void matmul(const TileArgs& args);
+PreparedOp prepare_matmul(const graph::Operator& op, std::span<const ConstTensorView> inputs);
+std::optional<std::string> matmul_applies(const graph::Operator& op,
+                                          std::span<const ConstTensorView> inputs);
+
+// dense_ops_common.cpp — helpers shared by the variants above.
+
+// A 1-D or 2-D convolution's sizes, the 1-D form seen as 2-D with H = 1.
+struct ConvGeometry {
+  int64_t batch = 0, channels = 0, in_h = 0, in_w = 0;
+  int64_t out_channels = 0, group_channels = 0, k_h = 0, k_w = 0, out_h = 0, out_w = 0;
+  int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  int64_t group = 1;
+  size_t rank = 0;  // of X, W and Y: 3 or 4
+};
+
+// Reads the geometry from X's and W's shapes and the op's attributes; the
+// output size follows ONNX's formula. nullopt on success, else why not.
+std::optional<std::string> conv_geometry(const graph::Operator& op, const graph::Shape& x_shape,
+                                         const graph::Shape& w_shape, ConvGeometry& geometry);
+
+// dst[j·ld_dst + i] = src[i·ld_src + j] for i < rows, j < cols (SIMD blocks).
+void transpose_panel(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                     int64_t ld_dst);
+
+// The op's fused activation (graph::Activation) as the SGEMM epilogue's.
+GemmActivation gemm_activation(graph::Activation activation);
+
+// Throws tessera::Error naming the variant and the op.
+[[noreturn]] void fail_op(std::string_view variant, const graph::Operator* op,
+                          const std::string& what);
+
+// The checks every variant's run() makes before touching memory: operator,
+// region, output, prepared state (when `needs_prepared`) and input data.
+void check_dense_tile_args(std::string_view variant, const TileArgs& args, size_t min_inputs,
+                           size_t max_inputs, bool needs_prepared);
+
+}  // namespace tessera::kernels::cpu

@@ -1,0 +1,287 @@
+// "cpu.gemm" and "cpu.matmul": ONNX Gemm and MatMul with constant B on the
+// packed SGEMM (kernels/cpu/gemm.hpp). B is packed once at prepare time,
+// alpha folded into it; a tile of the output is one gemm_tile() call per
+// chunk of rows, A read in place (Gemm's trans_a: A^T rows gathered into a
+// per-thread panel first).
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "graph/error.hpp"
+#include "kernels/activation.hpp"
+#include "kernels/cpu/dense_ops.hpp"
+
+namespace tessera::kernels::cpu {
+namespace {
+
+constexpr std::string_view kGemmVariant = "cpu.gemm";
+constexpr std::string_view kMatMulVariant = "cpu.matmul";
+
+// A trans_a panel holds at most this many floats (512 KiB, in L2).
+constexpr int64_t kTransposedPanelFloats = int64_t{1} << 17;
+constexpr int64_t kMinPanelRows = 16;
+
+// How beta·C enters the epilogue.
+enum class GemmCForm {
+  kNone,
+  kPerColumn,  // C is [N] or [1, N]; or a scalar, materialised as [N] at prepare
+  kPerRow,     // C is [M, 1]
+  kFull,       // C is [M, N]: the epilogue's residual
+  kScalar,     // a scalar C that is not constant: added after the GEMM
+};
+
+struct GemmPrepared {
+  PackedMatrix b;  // alpha·op(B) as [K, N]
+  int64_t rows = 0, depth = 0, cols = 0;
+  GemmCForm c_form = GemmCForm::kNone;
+  // beta·C when C is constant (per column [N], per row [M] or full [M, N]);
+  // empty when C is read from the tile's input at run time.
+  std::vector<float> c_scaled;
+};
+
+struct MatMulPrepared {
+  PackedMatrix b;  // [K, N]
+};
+
+std::optional<std::string> gemm_applies_with(const graph::Operator& op,
+                                             std::span<const ConstTensorView> inputs, int64_t& rows,
+                                             int64_t& depth, int64_t& cols, GemmCForm& c_form) {
+  if (op.type != graph::OpType::Gemm) return "not a Gemm";
+  if (inputs.size() < 2 || inputs.size() > 3) return "expected 2 or 3 inputs";
+  for (const ConstTensorView& input : inputs)
+    if (!input.shape) return "an input has no shape";
+  const graph::Shape& a = *inputs[0].shape;
+  const graph::Shape& b = *inputs[1].shape;
+  if (a.size() != 2 || b.size() != 2)
+    return "A and B must be 2-D (A " + graph::shape_to_string(a) + ", B " +
+           graph::shape_to_string(b) + ")";
+  const graph::OpAttributes& attrs = op.attrs;
+  rows = attrs.trans_a ? a[1] : a[0];
+  depth = attrs.trans_a ? a[0] : a[1];
+  cols = attrs.trans_b ? b[0] : b[1];
+  if ((attrs.trans_b ? b[1] : b[0]) != depth)
+    return "A " + graph::shape_to_string(a) + " and B " + graph::shape_to_string(b) +
+           " do not multiply";
+  if (!inputs[1].data) return "B is not constant";
+  c_form = GemmCForm::kNone;
+  if (inputs.size() == 3) {
+    const graph::Shape& c = *inputs[2].shape;
+    if (c.size() > 2) return "C " + graph::shape_to_string(c) + " has rank > 2";
+    const int64_t c_rows = c.size() == 2 ? c[0] : 1;
+    const int64_t c_cols = c.empty() ? 1 : c.back();
+    if ((c_rows != 1 && c_rows != rows) || (c_cols != 1 && c_cols != cols))
+      return "C " + graph::shape_to_string(c) + " does not broadcast to [" + std::to_string(rows) +
+             "," + std::to_string(cols) + "]";
+    if (c_rows == 1 && c_cols == 1)
+      c_form = inputs[2].data ? GemmCForm::kPerColumn : GemmCForm::kScalar;
+    else if (c_rows == 1)
+      c_form = GemmCForm::kPerColumn;
+    else if (c_cols == 1)
+      c_form = GemmCForm::kPerRow;
+    else
+      c_form = GemmCForm::kFull;
+  }
+  return std::nullopt;
+}
+
+// Rows per gemm_tile() call: all of them when A is read in place, else as
+// many as fit the transposed panel.
+int64_t rows_per_call(bool transposed_a, int64_t depth, int64_t rows) {
+  if (!transposed_a) return std::max<int64_t>(rows, 1);
+  return std::max(kMinPanelRows, kTransposedPanelFloats / std::max<int64_t>(depth, 1));
+}
+
+}  // namespace
+
+std::optional<std::string> gemm_applies(const graph::Operator& op,
+                                        std::span<const ConstTensorView> inputs) {
+  int64_t rows = 0, depth = 0, cols = 0;
+  GemmCForm form = GemmCForm::kNone;
+  return gemm_applies_with(op, inputs, rows, depth, cols, form);
+}
+
+PreparedOp prepare_gemm(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+  auto prep = std::make_shared<GemmPrepared>();
+  if (auto why = gemm_applies_with(op, inputs, prep->rows, prep->depth, prep->cols, prep->c_form))
+    fail_op(kGemmVariant, &op, *why);
+  const graph::OpAttributes& attrs = op.attrs;
+  const int64_t k = prep->depth, n = prep->cols, m = prep->rows;
+  const graph::Shape& b_shape = *inputs[1].shape;
+  const int64_t ldb = b_shape[1];
+  if (attrs.alpha == 1.0f) {
+    prep->b = pack_b(inputs[1].data, k, n, ldb, attrs.trans_b);
+  } else {
+    std::vector<float> scaled(inputs[1].data, inputs[1].data + b_shape[0] * b_shape[1]);
+    for (float& v : scaled) v *= attrs.alpha;
+    prep->b = pack_b(scaled.data(), k, n, ldb, attrs.trans_b);
+  }
+  if (inputs.size() == 3 && inputs[2].data) {
+    const float* c = inputs[2].data;
+    const float beta = attrs.beta;
+    const bool scalar = graph::shape_numel(*inputs[2].shape) == 1;
+    switch (prep->c_form) {
+      case GemmCForm::kPerColumn:
+        prep->c_scaled.resize(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) prep->c_scaled[j] = beta * c[scalar ? 0 : j];
+        break;
+      case GemmCForm::kPerRow:
+        prep->c_scaled.resize(static_cast<size_t>(m));
+        for (int64_t i = 0; i < m; ++i) prep->c_scaled[i] = beta * c[i];
+        break;
+      case GemmCForm::kFull:
+        prep->c_scaled.assign(c, c + m * n);
+        for (float& v : prep->c_scaled) v *= beta;
+        break;
+      case GemmCForm::kNone:
+      case GemmCForm::kScalar:
+        break;
+    }
+  }
+  return prep;
+}
+
+void gemm(const TileArgs& args) {
+  check_dense_tile_args(kGemmVariant, args, 2, 3, /*needs_prepared=*/true);
+  const auto& prep = *static_cast<const GemmPrepared*>(args.prepared);
+  const graph::OpAttributes& attrs = args.op->attrs;
+  const int64_t m = prep.rows, k = prep.depth, n = prep.cols;
+  const graph::Shape& a_shape = *args.inputs[0].shape;
+  if (a_shape.size() != 2 || (attrs.trans_a ? a_shape[1] : a_shape[0]) != m ||
+      (attrs.trans_a ? a_shape[0] : a_shape[1]) != k || *args.output.shape != graph::Shape{m, n})
+    fail_op(kGemmVariant, args.op,
+            "shapes differ from the prepared ones (A " + graph::shape_to_string(a_shape) + ", Y " +
+                graph::shape_to_string(*args.output.shape) + ")");
+  if ((prep.c_form != GemmCForm::kNone) != (args.input_count == 3))
+    fail_op(kGemmVariant, args.op, "C present at prepare time but not now, or the reverse");
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+
+  // beta·C: the prepared copy when C is constant, else C itself when beta is
+  // 1; otherwise (a run-time C with beta != 1, or a run-time scalar) the
+  // GEMM runs bare and C and the activation are applied afterwards.
+  const float* c_in = args.input_count == 3 ? args.inputs[2].data : nullptr;
+  const float* c_eff = !prep.c_scaled.empty() ? prep.c_scaled.data()
+                       : (c_in && attrs.beta == 1.0f && prep.c_form != GemmCForm::kScalar)
+                           ? c_in
+                           : nullptr;
+  const bool after_pass = c_in && !c_eff;
+  GemmEpilogue ep;
+  if (!after_pass) {
+    ep.activation = gemm_activation(attrs.activation);
+    ep.clip_min = attrs.clip_min;
+    ep.clip_max = attrs.clip_max;
+    if (prep.c_form == GemmCForm::kPerColumn) {
+      ep.bias = c_eff;
+      ep.bias_kind = GemmBias::kPerColumn;
+    } else if (prep.c_form == GemmCForm::kPerRow) {
+      ep.bias = c_eff;
+      ep.bias_kind = GemmBias::kPerRow;
+    } else if (prep.c_form == GemmCForm::kFull) {
+      ep.residual = c_eff;
+      ep.ld_residual = n;
+    }
+  }
+
+  const int64_t i0 = r.begin[0], i1 = r.end[0], j0 = r.begin[1], j1 = r.end[1];
+  const float* a = args.inputs[0].data;
+  float* y = args.output.data;
+  if (!attrs.trans_a) {
+    gemm_tile(a, k, prep.b, y, n, {.m0 = i0, .m1 = i1, .n0 = j0, .n1 = j1}, ep);
+  } else {
+    // A is [K, M]: gather the chunk's rows of A^T, then offset C, the row
+    // bias and the residual to the chunk's first row.
+    thread_local std::vector<float> panel;
+    const int64_t step = rows_per_call(true, k, m);
+    const int64_t need = std::min(step, i1 - i0) * k;
+    if (static_cast<int64_t>(panel.size()) < need) panel.resize(static_cast<size_t>(need));
+    for (int64_t i = i0; i < i1; i += step) {
+      const int64_t count = std::min(step, i1 - i);
+      transpose_panel(a + i, m, k, count, panel.data(), k);
+      GemmEpilogue chunk_ep = ep;
+      if (ep.bias_kind == GemmBias::kPerRow) chunk_ep.bias = ep.bias + i;
+      if (ep.residual) chunk_ep.residual = ep.residual + i * n;
+      gemm_tile(panel.data(), k, prep.b, y + i * n, n, {.m0 = 0, .m1 = count, .n0 = j0, .n1 = j1},
+                chunk_ep);
+    }
+  }
+
+  if (after_pass) {
+    const graph::Shape& c_shape = *args.inputs[2].shape;
+    const int64_t c_row = c_shape.size() == 2 && c_shape[0] != 1 ? c_shape.back() : 0;
+    const int64_t c_col = !c_shape.empty() && c_shape.back() != 1 ? 1 : 0;
+    const float beta = attrs.beta;
+    for (int64_t i = i0; i < i1; ++i) {
+      float* row = y + i * n;
+      for (int64_t j = j0; j < j1; ++j) row[j] += beta * c_in[i * c_row + j * c_col];
+      apply_activation(attrs, row + j0, j1 - j0);
+    }
+  }
+}
+
+std::optional<std::string> matmul_applies(const graph::Operator& op,
+                                          std::span<const ConstTensorView> inputs) {
+  if (op.type != graph::OpType::MatMul) return "not a MatMul";
+  if (inputs.size() != 2) return "expected 2 inputs";
+  if (!inputs[0].shape || !inputs[1].shape) return "an input has no shape";
+  const graph::Shape& a = *inputs[0].shape;
+  const graph::Shape& b = *inputs[1].shape;
+  if (a.size() < 2) return "A has rank " + std::to_string(a.size()) + " (needs rank >= 2)";
+  if (b.size() != 2)
+    return "B " + graph::shape_to_string(b) + " is not 2-D (batched B uses the reference kernel)";
+  if (a.back() != b[0])
+    return "A " + graph::shape_to_string(a) + " and B " + graph::shape_to_string(b) +
+           " do not multiply";
+  if (!inputs[1].data) return "B is not constant";
+  return std::nullopt;
+}
+
+PreparedOp prepare_matmul(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+  if (auto why = matmul_applies(op, inputs)) fail_op(kMatMulVariant, &op, *why);
+  auto prep = std::make_shared<MatMulPrepared>();
+  const graph::Shape& b = *inputs[1].shape;
+  prep->b = pack_b(inputs[1].data, b[0], b[1], b[1], /*transposed=*/false);
+  return prep;
+}
+
+void matmul(const TileArgs& args) {
+  check_dense_tile_args(kMatMulVariant, args, 2, 2, /*needs_prepared=*/true);
+  const auto& prep = *static_cast<const MatMulPrepared*>(args.prepared);
+  const graph::Shape& a_shape = *args.inputs[0].shape;
+  const graph::Shape& y_shape = *args.output.shape;
+  const size_t rank = a_shape.size();
+  const int64_t k = prep.b.k(), n = prep.b.n();
+  graph::Shape expected = a_shape;
+  if (rank >= 2) expected.back() = n;
+  if (rank < 2 || a_shape.back() != k || y_shape != expected)
+    fail_op(kMatMulVariant, args.op,
+            "shapes differ from the prepared ones (A " + graph::shape_to_string(a_shape) + ", Y " +
+                graph::shape_to_string(y_shape) + ")");
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+
+  const graph::OpAttributes& attrs = args.op->attrs;
+  const GemmEpilogue ep{.activation = gemm_activation(attrs.activation),
+                        .clip_min = attrs.clip_min,
+                        .clip_max = attrs.clip_max};
+  // With a 2-D B, A [..., M, K] is one [M', K] matrix: batch index b's rows
+  // are M'-rows b·M .. b·M + M. Walk the region's batch box (an odometer).
+  const size_t batch_rank = rank - 2;
+  const int64_t m = a_shape[rank - 2];
+  const int64_t i0 = r.begin[rank - 2], i1 = r.end[rank - 2];
+  const int64_t j0 = r.begin[rank - 1], j1 = r.end[rank - 1];
+  std::vector<int64_t> index(r.begin.begin(), r.begin.begin() + batch_rank);
+  while (true) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < batch_rank; ++d) flat = flat * a_shape[d] + index[d];
+    gemm_tile(args.inputs[0].data, k, prep.b, args.output.data, n,
+              {.m0 = flat * m + i0, .m1 = flat * m + i1, .n0 = j0, .n1 = j1}, ep);
+    size_t d = batch_rank;
+    while (d > 0 && ++index[d - 1] == r.end[d - 1]) {
+      index[d - 1] = r.begin[d - 1];
+      --d;
+    }
+    if (d == 0) break;
+  }
+}
+
+}  // namespace tessera::kernels::cpu

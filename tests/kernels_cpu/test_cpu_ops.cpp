@@ -1,0 +1,719 @@
+// The CPU dense-op variants (cpu.conv_gemm, cpu.conv_depthwise, cpu.gemm,
+// cpu.matmul: kernels/cpu/dense_ops.hpp), looked up in the registry like
+// the runtime does, against the reference kernel of the same op: named edges
+// and random shapes and attributes, each output assembled from random tiles
+// in random order, under every SGEMM ISA the CPU supports (the PreparedOp is
+// made after set_gemm_isa()). Every output starts as NaN: each tile must
+// leave everything outside its region bitwise unchanged, and together the
+// tiles must write every element. Seeds: TESSERA_TEST_SEED=<n> replays a run.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "graph/operator.hpp"
+#include "graph/region.hpp"
+#include "kernels/cpu/dense_ops.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/tile_kernel.hpp"
+
+namespace {
+
+using namespace tessera;
+using graph::Activation;
+using graph::OpType;
+using graph::Shape;
+using kernels::ConstTensorView;
+using kernels::TileKernelVariant;
+namespace cpu = kernels::cpu;
+
+uint64_t base_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("TESSERA_TEST_SEED");
+    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+    std::printf("test_cpu_ops: TESSERA_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+// One op to test: its operator, input shapes (and which are constants, i.e.
+// given to prepare()), output shape, the GEMM depth K for the tolerance.
+struct OpCase {
+  graph::Operator op;
+  std::vector<Shape> inputs;
+  std::vector<bool> constant;
+  Shape output;
+  int64_t depth = 1;
+  std::string label;
+};
+
+std::string activation_name(Activation a) {
+  switch (a) {
+    case Activation::None:
+      return "none";
+    case Activation::Relu:
+      return "relu";
+    case Activation::Clip:
+      return "clip";
+    case Activation::Sigmoid:
+      return "sigmoid";
+  }
+  return "?";
+}
+
+std::string describe(const OpCase& c) {
+  std::ostringstream s;
+  s << c.label << " " << graph::op_type_name(c.op.type) << " inputs";
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    s << " " << graph::shape_to_string(c.inputs[i]) << (c.constant[i] ? "c" : "");
+  const graph::OpAttributes& a = c.op.attrs;
+  s << " -> " << graph::shape_to_string(c.output) << " act " << activation_name(a.activation)
+    << " [" << a.clip_min << "," << a.clip_max << "]";
+  if (c.op.type == OpType::Conv) {
+    s << " k";
+    for (int64_t v : a.kernel_shape) s << " " << v;
+    s << " strides";
+    for (int64_t v : a.strides) s << " " << v;
+    s << " pads";
+    for (int64_t v : a.pads) s << " " << v;
+    s << " dilations";
+    for (int64_t v : a.dilations) s << " " << v;
+    s << " group " << a.group;
+  }
+  if (c.op.type == OpType::Gemm)
+    s << " transA " << a.trans_a << " transB " << a.trans_b << " alpha " << a.alpha << " beta "
+      << a.beta;
+  return s.str();
+}
+
+// Splits the output into a random grid of tiles (cuts in every dim) in a
+// random order.
+std::vector<graph::Region> random_tiles(const Shape& shape, std::mt19937_64& rng) {
+  std::vector<std::vector<int64_t>> cuts(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    cuts[d] = {0, shape[d]};
+    const int extra = static_cast<int>(rng() % 3);
+    for (int i = 0; i < extra && shape[d] > 1; ++i)
+      cuts[d].push_back(1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(shape[d] - 1)));
+    std::sort(cuts[d].begin(), cuts[d].end());
+    cuts[d].erase(std::unique(cuts[d].begin(), cuts[d].end()), cuts[d].end());
+  }
+  std::vector<graph::Region> tiles{graph::Region{}};
+  for (size_t d = 0; d < shape.size(); ++d) {
+    std::vector<graph::Region> next;
+    for (const graph::Region& t : tiles)
+      for (size_t i = 0; i + 1 < cuts[d].size(); ++i) {
+        graph::Region r = t;
+        r.begin.push_back(cuts[d][i]);
+        r.end.push_back(cuts[d][i + 1]);
+        next.push_back(r);
+      }
+    tiles = std::move(next);
+  }
+  std::shuffle(tiles.begin(), tiles.end(), rng);
+  return tiles;
+}
+
+bool inside(const graph::Region& r, const Shape& shape, int64_t flat) {
+  for (size_t d = shape.size(); d-- > 0;) {
+    const int64_t i = flat % shape[d];
+    flat /= shape[d];
+    if (i < r.begin[d] || i >= r.end[d]) return false;
+  }
+  return true;
+}
+
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+std::vector<cpu::GemmIsa> supported_isas() {
+  std::vector<cpu::GemmIsa> isas;
+  for (cpu::GemmIsa isa : {cpu::GemmIsa::kPortable, cpu::GemmIsa::kAvx2, cpu::GemmIsa::kAvx512})
+    if (cpu::gemm_isa_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+// Restores the SGEMM ISA when a test ends, also by an exception.
+struct IsaGuard {
+  cpu::GemmIsa saved = cpu::gemm_isa();
+  ~IsaGuard() { cpu::set_gemm_isa(saved); }
+};
+
+// Runs `variant_name` on the case under every ISA, tile by tile, and
+// compares with the reference kernel.
+void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed) {
+  INFO(variant_name, " seed ", seed, ": ", describe(c));
+  const TileKernelVariant* variant = kernels::find_tile_kernel_variant(c.op.type, variant_name);
+  const TileKernelVariant* reference = kernels::find_tile_kernel_variant(c.op.type, "reference");
+  REQUIRE(variant != nullptr);
+  REQUIRE(reference != nullptr);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<std::vector<float>> data(c.inputs.size());
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    data[i].resize(static_cast<size_t>(graph::shape_numel(c.inputs[i])));
+    for (float& x : data[i]) x = dist(rng);
+  }
+  std::vector<ConstTensorView> views(c.inputs.size()), prepare_views(c.inputs.size());
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    views[i] = {data[i].data(), &c.inputs[i]};
+    prepare_views[i] = {c.constant[i] ? data[i].data() : nullptr, &c.inputs[i]};
+  }
+  if (variant->applies) {
+    const std::optional<std::string> why = variant->applies(c.op, prepare_views);
+    REQUIRE_MESSAGE(!why, "applies() refused: ", why.value_or(""));
+  }
+
+  const int64_t numel = graph::shape_numel(c.output);
+  std::vector<float> expected(static_cast<size_t>(numel));
+  const graph::Region whole = graph::Region::whole(c.output);
+  kernels::TileArgs ref_args{.op = &c.op,
+                             .inputs = views.data(),
+                             .input_count = views.size(),
+                             .output = {expected.data(), &c.output},
+                             .region = &whole};
+  reference->run(ref_args);
+
+  // Reference and variant each round a K-term sum: allow a few eps of its
+  // largest possible magnitude (alpha and beta are at most 1.25 here).
+  double product = 1.25 * static_cast<double>(c.depth) * max_abs(data[0]);
+  if (data.size() > 1) product *= max_abs(data[1]);
+  double extra = 1.0;
+  if (data.size() > 2) extra += 1.25 * max_abs(data[2]);
+  const double tol = 4.0 * std::numeric_limits<float>::epsilon() * (product + extra);
+
+  IsaGuard guard;
+  for (cpu::GemmIsa isa : supported_isas()) {
+    INFO("ISA ", cpu::gemm_isa_name(isa));
+    cpu::set_gemm_isa(isa);
+    const kernels::PreparedOp prepared =
+        variant->prepare ? variant->prepare(c.op, prepare_views) : nullptr;
+    std::vector<float> out(static_cast<size_t>(numel), std::numeric_limits<float>::quiet_NaN());
+    for (const graph::Region& tile : random_tiles(c.output, rng)) {
+      const std::vector<float> before = out;
+      kernels::TileArgs args{.op = &c.op,
+                             .inputs = views.data(),
+                             .input_count = views.size(),
+                             .output = {out.data(), &c.output},
+                             .region = &tile,
+                             .prepared = prepared.get()};
+      variant->run(args);
+      int64_t outside = 0;
+      for (int64_t i = 0; i < numel; ++i)
+        if (!inside(tile, c.output, i) && !same_bits(out[i], before[i]) && outside++ < 3)
+          FAIL_CHECK("tile ", graph::region_to_string(tile), " wrote outside at flat index ", i);
+      REQUIRE(outside == 0);
+    }
+    int64_t bad = 0;
+    for (int64_t i = 0; i < numel; ++i)
+      if (!(std::fabs(static_cast<double>(out[i]) - expected[i]) <= tol) && bad++ < 5)
+        FAIL_CHECK("y[", i, "] = ", out[i], ", reference ", expected[i], " (tolerance ", tol, ")");
+    REQUIRE(bad == 0);
+  }
+}
+
+// Random pick from a list.
+template <class T>
+T pick(std::mt19937_64& rng, std::initializer_list<T> values) {
+  return values.begin()[rng() % values.size()];
+}
+
+struct ConvSpec {
+  int64_t batch = 1, channels = 1, out_channels = 1, in_h = 1, in_w = 1;
+  int64_t k_h = 1, k_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t group = 1;
+  bool one_d = false, bias = true;
+  Activation activation = Activation::None;
+};
+
+// nullopt when the kernel does not fit the padded input.
+std::optional<OpCase> conv_case(const ConvSpec& s, const std::string& label) {
+  const int64_t out_h = (s.in_h + s.pad_top + s.pad_bottom - s.dilation_h * (s.k_h - 1) - 1);
+  const int64_t out_w = (s.in_w + s.pad_left + s.pad_right - s.dilation_w * (s.k_w - 1) - 1);
+  if (out_h < 0 || out_w < 0) return std::nullopt;
+  OpCase c;
+  c.label = label;
+  c.op.name = "conv";
+  c.op.type = OpType::Conv;
+  graph::OpAttributes& a = c.op.attrs;
+  a.group = s.group;
+  a.activation = s.activation;
+  a.clip_min = -0.25f;
+  a.clip_max = 0.5f;
+  const int64_t oh = out_h / s.stride_h + 1, ow = out_w / s.stride_w + 1;
+  const int64_t group_channels = s.channels / s.group;
+  if (s.one_d) {
+    a.kernel_shape = {s.k_w};
+    a.strides = {s.stride_w};
+    a.dilations = {s.dilation_w};
+    a.pads = {s.pad_left, s.pad_right};
+    c.inputs = {{s.batch, s.channels, s.in_w}, {s.out_channels, group_channels, s.k_w}};
+    c.output = {s.batch, s.out_channels, ow};
+  } else {
+    a.kernel_shape = {s.k_h, s.k_w};
+    a.strides = {s.stride_h, s.stride_w};
+    a.dilations = {s.dilation_h, s.dilation_w};
+    a.pads = {s.pad_top, s.pad_left, s.pad_bottom, s.pad_right};
+    c.inputs = {{s.batch, s.channels, s.in_h, s.in_w},
+                {s.out_channels, group_channels, s.k_h, s.k_w}};
+    c.output = {s.batch, s.out_channels, oh, ow};
+  }
+  c.constant = {false, true};
+  if (s.bias) {
+    c.inputs.push_back({s.out_channels});
+    c.constant.push_back(true);
+  }
+  c.depth = group_channels * s.k_h * s.k_w;
+  return c;
+}
+
+ConvSpec random_conv_spec(std::mt19937_64& rng, bool depthwise) {
+  ConvSpec s;
+  s.one_d = rng() % 5 == 0;
+  s.batch = pick<int64_t>(rng, {1, 1, 2});
+  s.channels = pick<int64_t>(rng, {1, 2, 3, 5, 7, 13, 17, 33});
+  s.out_channels = depthwise ? s.channels : pick<int64_t>(rng, {1, 3, 5, 16, 17, 31, 67, 130});
+  s.group = depthwise ? s.channels : 1;
+  s.k_w = pick<int64_t>(rng, {1, 1, 2, 3, 3, 5, 7});
+  s.k_h = s.one_d ? 1 : pick<int64_t>(rng, {1, 1, 2, 3, 3, 5, 7});
+  s.stride_h = s.one_d ? 1 : pick<int64_t>(rng, {1, 1, 2, 3});
+  s.stride_w = pick<int64_t>(rng, {1, 1, 2, 3});
+  s.dilation_h = s.one_d ? 1 : pick<int64_t>(rng, {1, 1, 1, 2});
+  s.dilation_w = pick<int64_t>(rng, {1, 1, 1, 2, 3});
+  auto pad = [&](int64_t k) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(k)); };
+  s.pad_left = pad(s.k_w);
+  s.pad_right = pad(s.k_w);
+  if (!s.one_d) {
+    s.pad_top = pad(s.k_h);
+    s.pad_bottom = pad(s.k_h);
+  }
+  s.in_h = s.one_d ? 1 : 1 + static_cast<int64_t>(rng() % 17);
+  s.in_w = 1 + static_cast<int64_t>(rng() % (s.one_d ? 60 : 19));
+  s.bias = rng() % 3 != 0;
+  s.activation =
+      pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
+  return s;
+}
+
+// Conv edges named after what they exercise in conv_gemm.cpp.
+std::vector<std::pair<std::string, ConvSpec>> conv_edges() {
+  std::vector<std::pair<std::string, ConvSpec>> edges;
+  auto add = [&](std::string name, ConvSpec s) { edges.emplace_back(std::move(name), s); };
+  add("1x1 s1 direct A, C 1", {.channels = 1, .out_channels = 5, .in_h = 3, .in_w = 7});
+  add("1x1 s1 direct A, C 70 OC 67",
+      {.batch = 2, .channels = 70, .out_channels = 67, .in_h = 5, .in_w = 9});
+  add("1x1 s1 padded", {.channels = 6,
+                        .out_channels = 9,
+                        .in_h = 4,
+                        .in_w = 5,
+                        .pad_top = 1,
+                        .pad_left = 0,
+                        .pad_bottom = 0,
+                        .pad_right = 1,
+                        .activation = Activation::Relu});
+  add("1x1 stride 2",
+      {.channels = 9, .out_channels = 19, .in_h = 9, .in_w = 8, .stride_h = 2, .stride_w = 2});
+  add("7x7 s2 p3 stem", {.channels = 3,
+                         .out_channels = 16,
+                         .in_h = 23,
+                         .in_w = 21,
+                         .k_h = 7,
+                         .k_w = 7,
+                         .stride_h = 2,
+                         .stride_w = 2,
+                         .pad_top = 3,
+                         .pad_left = 3,
+                         .pad_bottom = 3,
+                         .pad_right = 3,
+                         .activation = Activation::Relu});
+  add("3x3 K > kc, OC 130 (3 panels)", {.channels = 41,
+                                        .out_channels = 130,
+                                        .in_h = 6,
+                                        .in_w = 7,
+                                        .k_h = 3,
+                                        .k_w = 3,
+                                        .pad_top = 1,
+                                        .pad_left = 1,
+                                        .pad_bottom = 1,
+                                        .pad_right = 1,
+                                        .activation = Activation::Clip});
+  add("3x3 576 pixels: row chunks", {.channels = 2,
+                                     .out_channels = 5,
+                                     .in_h = 24,
+                                     .in_w = 24,
+                                     .k_h = 3,
+                                     .k_w = 3,
+                                     .pad_top = 1,
+                                     .pad_left = 1,
+                                     .pad_bottom = 1,
+                                     .pad_right = 1});
+  add("1-D width 1300: column chunks", {.channels = 2,
+                                        .out_channels = 3,
+                                        .in_w = 1300,
+                                        .k_w = 3,
+                                        .pad_left = 2,
+                                        .pad_right = 1,
+                                        .one_d = true,
+                                        .activation = Activation::Sigmoid});
+  add("dilated asymmetric", {.channels = 4,
+                             .out_channels = 7,
+                             .in_h = 11,
+                             .in_w = 13,
+                             .k_h = 3,
+                             .k_w = 2,
+                             .stride_h = 1,
+                             .stride_w = 2,
+                             .dilation_h = 2,
+                             .dilation_w = 3,
+                             .pad_top = 2,
+                             .pad_left = 0,
+                             .pad_bottom = 0,
+                             .pad_right = 3});
+  add("kernel = padded input", {.channels = 3,
+                                .out_channels = 2,
+                                .in_h = 2,
+                                .in_w = 3,
+                                .k_h = 4,
+                                .k_w = 5,
+                                .pad_top = 1,
+                                .pad_left = 1,
+                                .pad_bottom = 1,
+                                .pad_right = 1});
+  add("window wholly in padding", {.channels = 2,
+                                   .out_channels = 3,
+                                   .in_h = 1,
+                                   .in_w = 1,
+                                   .k_h = 1,
+                                   .k_w = 1,
+                                   .pad_top = 2,
+                                   .pad_left = 1,
+                                   .pad_bottom = 2,
+                                   .pad_right = 3,
+                                   .bias = true});
+  return edges;
+}
+
+TEST_CASE("cpu.conv_gemm matches the reference conv") {
+  uint64_t seed = base_seed() * 7919u + 1;
+  for (const auto& [name, spec] : conv_edges()) {
+    const std::optional<OpCase> c = conv_case(spec, name);
+    REQUIRE(c.has_value());
+    check_case("cpu.conv_gemm", *c, seed++);
+  }
+  std::mt19937_64 rng(base_seed() + 11);
+  for (int i = 0; i < 150;) {
+    const std::optional<OpCase> c = conv_case(random_conv_spec(rng, false), "random");
+    if (!c) continue;
+    check_case("cpu.conv_gemm", *c, seed++);
+    ++i;
+  }
+}
+
+TEST_CASE("cpu.conv_depthwise matches the reference conv") {
+  uint64_t seed = base_seed() * 7919u + 1000;
+  ConvSpec wide3x3{.channels = 5,
+                   .out_channels = 5,
+                   .in_h = 7,
+                   .in_w = 40,
+                   .k_h = 3,
+                   .k_w = 3,
+                   .pad_top = 1,
+                   .pad_left = 1,
+                   .pad_bottom = 1,
+                   .pad_right = 1,
+                   .group = 5,
+                   .activation = Activation::Clip};
+  ConvSpec wide3x3_dilated = wide3x3;
+  wide3x3_dilated.dilation_w = 2;
+  wide3x3_dilated.pad_right = 0;
+  ConvSpec stride2{.channels = 3,
+                   .out_channels = 3,
+                   .in_h = 9,
+                   .in_w = 33,
+                   .k_h = 5,
+                   .k_w = 5,
+                   .stride_h = 2,
+                   .stride_w = 2,
+                   .pad_top = 2,
+                   .pad_left = 2,
+                   .pad_bottom = 1,
+                   .pad_right = 2,
+                   .group = 3,
+                   .bias = false,
+                   .activation = Activation::Relu};
+  ConvSpec single{
+      .channels = 1, .out_channels = 1, .in_h = 1, .in_w = 1, .k_h = 1, .k_w = 1, .group = 1};
+  for (const auto& [name, spec] : {std::pair<std::string, ConvSpec>{"3x3 s1 interior", wide3x3},
+                                   {"3x3 s1 dilated", wide3x3_dilated},
+                                   {"5x5 s2", stride2},
+                                   {"1 channel 1x1", single}}) {
+    const std::optional<OpCase> c = conv_case(spec, name);
+    REQUIRE(c.has_value());
+    check_case("cpu.conv_depthwise", *c, seed++);
+  }
+  std::mt19937_64 rng(base_seed() + 13);
+  for (int i = 0; i < 100;) {
+    const std::optional<OpCase> c = conv_case(random_conv_spec(rng, true), "random");
+    if (!c) continue;
+    check_case("cpu.conv_depthwise", *c, seed++);
+    ++i;
+  }
+}
+
+// Gemm: C forms by name.
+enum class CForm { kNone, kRank0, kOne, kOneByOne, kColumns, kOneByColumns, kRowsByOne, kFull };
+
+OpCase gemm_case(int64_t m, int64_t k, int64_t n, bool trans_a, bool trans_b, float alpha,
+                 float beta, CForm form, bool c_constant, Activation act) {
+  OpCase c;
+  c.label = "gemm";
+  c.op.name = "gemm";
+  c.op.type = OpType::Gemm;
+  graph::OpAttributes& a = c.op.attrs;
+  a.trans_a = trans_a;
+  a.trans_b = trans_b;
+  a.alpha = alpha;
+  a.beta = beta;
+  a.activation = act;
+  a.clip_min = -0.5f;
+  a.clip_max = 0.75f;
+  c.inputs = {trans_a ? Shape{k, m} : Shape{m, k}, trans_b ? Shape{n, k} : Shape{k, n}};
+  c.constant = {false, true};
+  switch (form) {
+    case CForm::kNone:
+      break;
+    case CForm::kRank0:
+      c.inputs.push_back({});
+      break;
+    case CForm::kOne:
+      c.inputs.push_back({1});
+      break;
+    case CForm::kOneByOne:
+      c.inputs.push_back({1, 1});
+      break;
+    case CForm::kColumns:
+      c.inputs.push_back({n});
+      break;
+    case CForm::kOneByColumns:
+      c.inputs.push_back({1, n});
+      break;
+    case CForm::kRowsByOne:
+      c.inputs.push_back({m, 1});
+      break;
+    case CForm::kFull:
+      c.inputs.push_back({m, n});
+      break;
+  }
+  if (form != CForm::kNone) c.constant.push_back(c_constant);
+  c.output = {m, n};
+  c.depth = k;
+  return c;
+}
+
+TEST_CASE("cpu.gemm matches the reference gemm: every C form, transposes, alpha, beta") {
+  uint64_t seed = base_seed() * 7919u + 2000;
+  std::mt19937_64 rng(base_seed() + 17);
+  const CForm forms[] = {CForm::kNone,    CForm::kRank0,        CForm::kOne,       CForm::kOneByOne,
+                         CForm::kColumns, CForm::kOneByColumns, CForm::kRowsByOne, CForm::kFull};
+  // Every C form × constness × transposes once, on random sizes.
+  for (CForm form : forms)
+    for (bool c_constant : {true, false})
+      for (int t = 0; t < 4; ++t) {
+        const int64_t m = pick<int64_t>(rng, {1, 2, 7, 13, 31, 67});
+        const int64_t k = pick<int64_t>(rng, {1, 3, 17, 64, 333});
+        const int64_t n = pick<int64_t>(rng, {1, 5, 16, 67, 130});
+        const float alpha = pick(rng, {1.0f, 0.5f, -1.25f});
+        const float beta = pick(rng, {1.0f, 0.75f, 0.0f});
+        const Activation act =
+            pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
+        check_case("cpu.gemm", gemm_case(m, k, n, t & 1, t & 2, alpha, beta, form, c_constant, act),
+                   seed++);
+      }
+  // trans_a with more rows than one A^T panel holds (2^17 floats / K).
+  check_case(
+      "cpu.gemm",
+      gemm_case(150, 1000, 20, true, false, 1.0f, 1.0f, CForm::kRowsByOne, true, Activation::Relu),
+      seed++);
+}
+
+OpCase matmul_case(const Shape& a_batch, int64_t m, int64_t k, int64_t n, Activation act) {
+  OpCase c;
+  c.label = "matmul";
+  c.op.name = "matmul";
+  c.op.type = OpType::MatMul;
+  c.op.attrs.activation = act;
+  c.op.attrs.clip_min = 0.0f;
+  c.op.attrs.clip_max = 0.5f;
+  Shape a = a_batch;
+  a.push_back(m);
+  a.push_back(k);
+  c.inputs = {a, {k, n}};
+  c.constant = {false, true};
+  c.output = a_batch;
+  c.output.push_back(m);
+  c.output.push_back(n);
+  c.depth = k;
+  return c;
+}
+
+TEST_CASE("cpu.matmul matches the reference matmul for A of rank 2 to 4") {
+  uint64_t seed = base_seed() * 7919u + 3000;
+  std::mt19937_64 rng(base_seed() + 19);
+  for (int i = 0; i < 60; ++i) {
+    Shape batch;
+    const int rank = 2 + static_cast<int>(rng() % 3);
+    for (int d = 2; d < rank; ++d) batch.push_back(pick<int64_t>(rng, {1, 2, 3}));
+    const int64_t m = pick<int64_t>(rng, {1, 2, 5, 13, 37});
+    const int64_t k = pick<int64_t>(rng, {1, 4, 19, 330});
+    const int64_t n = pick<int64_t>(rng, {1, 7, 64, 71});
+    const Activation act =
+        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
+    check_case("cpu.matmul", matmul_case(batch, m, k, n, act), seed++);
+  }
+}
+
+// applies() for a case, the constants as the case marks them.
+std::optional<std::string> applies(std::string_view variant_name, const OpCase& c) {
+  const TileKernelVariant* v = kernels::find_tile_kernel_variant(c.op.type, variant_name);
+  REQUIRE(v != nullptr);
+  REQUIRE(static_cast<bool>(v->applies));
+  static const float dummy[1] = {0.0f};  // applies() only tests data for null
+  std::vector<ConstTensorView> views;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    views.push_back({c.constant[i] ? dummy : nullptr, &c.inputs[i]});
+  return v->applies(c.op, views);
+}
+
+void check_reason(const std::optional<std::string>& why, const std::string& part) {
+  REQUIRE(why.has_value());
+  INFO("reason: ", *why);
+  CHECK(why->find(part) != std::string::npos);
+}
+
+TEST_CASE("applies() says why a variant does not fit") {
+  ConvSpec grouped{
+      .channels = 4, .out_channels = 6, .in_h = 5, .in_w = 5, .k_h = 3, .k_w = 3, .group = 2};
+  const OpCase grouped_case = *conv_case(grouped, "grouped");
+  check_reason(applies("cpu.conv_gemm", grouped_case), "groups > 1");
+  check_reason(applies("cpu.conv_depthwise", grouped_case), "not depthwise");
+
+  ConvSpec depthwise = grouped;
+  depthwise.group = 4;
+  depthwise.out_channels = 4;
+  const OpCase depthwise_case = *conv_case(depthwise, "depthwise");
+  CHECK_FALSE(applies("cpu.conv_depthwise", depthwise_case).has_value());
+  check_reason(applies("cpu.conv_gemm", depthwise_case), "groups > 1");
+  ConvSpec multiplier = depthwise;  // depth multiplier 2: OC = 2·C
+  multiplier.out_channels = 8;
+  check_reason(applies("cpu.conv_depthwise", *conv_case(multiplier, "multiplier")),
+               "not depthwise");
+
+  OpCase runtime_weights =
+      *conv_case({.channels = 3, .out_channels = 2, .in_h = 4, .in_w = 4}, "runtime weights");
+  CHECK_FALSE(applies("cpu.conv_gemm", runtime_weights).has_value());
+  runtime_weights.constant[1] = false;
+  check_reason(applies("cpu.conv_gemm", runtime_weights), "weights are not constant");
+  OpCase conv3d = runtime_weights;
+  conv3d.inputs = {{1, 3, 4, 4, 4}, {2, 3, 1, 1, 1}, {2}};
+  check_reason(applies("cpu.conv_gemm", conv3d), "only 1-D and 2-D");
+
+  OpCase g = gemm_case(4, 5, 6, false, false, 1.0f, 1.0f, CForm::kFull, false, Activation::None);
+  CHECK_FALSE(applies("cpu.gemm", g).has_value());
+  g.constant[1] = false;
+  check_reason(applies("cpu.gemm", g), "B is not constant");
+  OpCase bad_c = gemm_case(4, 5, 6, false, false, 1.0f, 1.0f, CForm::kFull, true, Activation::None);
+  bad_c.inputs[2] = {4, 3};
+  check_reason(applies("cpu.gemm", bad_c), "does not broadcast");
+
+  OpCase mm = matmul_case({2}, 3, 4, 5, Activation::None);
+  CHECK_FALSE(applies("cpu.matmul", mm).has_value());
+  OpCase batched_b = mm;
+  batched_b.inputs[1] = {2, 4, 5};
+  check_reason(applies("cpu.matmul", batched_b), "not 2-D");
+  OpCase vector_a = mm;
+  vector_a.inputs[0] = {4};
+  check_reason(applies("cpu.matmul", vector_a), "rank >= 2");
+  mm.constant[1] = false;
+  check_reason(applies("cpu.matmul", mm), "B is not constant");
+}
+
+TEST_CASE("the CPU variants are registered above the reference") {
+  for (auto [type, name] :
+       {std::pair{OpType::Conv, "cpu.conv_gemm"}, std::pair{OpType::Conv, "cpu.conv_depthwise"},
+        std::pair{OpType::Gemm, "cpu.gemm"}, std::pair{OpType::MatMul, "cpu.matmul"}}) {
+    const TileKernelVariant* v = kernels::find_tile_kernel_variant(type, name);
+    REQUIRE(v != nullptr);
+    CHECK(v->preference > kernels::find_tile_kernel_variant(type, "reference")->preference);
+    CHECK(static_cast<bool>(v->applies));
+  }
+}
+
+// A tile's result may not depend on the thread that runs it, i.e. on the
+// history (size, alignment, stale contents) of its per-thread scratch: the
+// dataflow executor promises bitwise-identical outputs for any thread count.
+TEST_CASE("conv variants give bitwise-identical tiles whatever ran on the thread before") {
+  for (const char* name : {"cpu.conv_depthwise", "cpu.conv_gemm"}) {
+    INFO(name);
+    const bool depthwise = std::string(name) == "cpu.conv_depthwise";
+    graph::Operator op;
+    op.name = "conv";
+    op.type = OpType::Conv;
+    op.attrs.kernel_shape = {3, 3};
+    op.attrs.strides = {1, 1};
+    op.attrs.pads = {1, 1, 1, 1};
+    op.attrs.dilations = {1, 1};
+    op.attrs.group = depthwise ? 8 : 1;
+    op.attrs.activation = Activation::Relu;
+    const graph::Shape xs{1, 8, 9, 9}, ws{8, depthwise ? 1 : 8, 3, 3}, bs{8}, ys{1, 8, 9, 9};
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> x(648), w(static_cast<size_t>(graph::shape_numel(ws))), b(8);
+    for (float& v : x) v = u(rng);
+    for (float& v : w) v = u(rng);
+    for (float& v : b) v = u(rng);
+    const ConstTensorView in[3] = {{x.data(), &xs}, {w.data(), &ws}, {b.data(), &bs}};
+    const TileKernelVariant* variant = kernels::find_tile_kernel_variant(OpType::Conv, name);
+    REQUIRE(variant != nullptr);
+    const kernels::PreparedOp prepared = variant->prepare ? variant->prepare(op, std::span<const ConstTensorView>(in)) : nullptr;
+    auto run_tiles = [&](std::vector<float>& y, int history) {
+      std::vector<float> junk(648);
+      for (int i = 0; i < history; ++i) {  // other tile shapes grow the scratch first
+        graph::Region r{{0, 0, 0, 0}, {1, 8, 1 + i % 9, 9}};
+        variant->run({&op, in, 3, {junk.data(), &ys}, &r, prepared.get()});
+      }
+      for (int64_t t = 0; t < 7; ++t) {
+        graph::Region r{{0, 0, t * 9 / 7, 0}, {1, 8, (t + 1) * 9 / 7, 9}};
+        variant->run({&op, in, 3, {y.data(), &ys}, &r, prepared.get()});
+      }
+    };
+    std::vector<float> first(648), fresh(648), later(648);
+    run_tiles(first, 0);
+    std::thread([&] { run_tiles(fresh, 0); }).join();
+    std::thread([&] { run_tiles(later, 6); }).join();
+    CHECK(std::memcmp(first.data(), fresh.data(), first.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(first.data(), later.data(), first.size() * sizeof(float)) == 0);
+  }
+}
+
+}  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/dense_ops.hpp"
+#include "kernels/cpu/simple_ops.hpp"
 #include "kernels/reference/reference_kernels.hpp"
 #include "kernels/tile_kernel.hpp"
 
@@ -44,6 +45,15 @@ constexpr TileKernelVariant kKernelTable[] = {
      11},
     {OpType::Gemm, "cpu.gemm", cpu::gemm, cpu::prepare_gemm, cpu::gemm_applies, 10},
     {OpType::MatMul, "cpu.matmul", cpu::matmul, cpu::prepare_matmul, cpu::matmul_applies, 10},
+    // Memory-bound ops over contiguous spans (kernels/cpu/simple_ops.hpp).
+    {OpType::Add, "cpu.binary", cpu::binary, nullptr, cpu::binary_applies, 10},
+    {OpType::Mul, "cpu.binary", cpu::binary, nullptr, cpu::binary_applies, 10},
+    {OpType::Relu, "cpu.unary", cpu::unary, nullptr, cpu::unary_applies, 10},
+    {OpType::Clip, "cpu.unary", cpu::unary, nullptr, cpu::unary_applies, 10},
+    {OpType::Sigmoid, "cpu.unary", cpu::unary, nullptr, cpu::unary_applies, 10},
+    {OpType::MaxPool, "cpu.maxpool", cpu::max_pool, nullptr, cpu::max_pool_applies, 10},
+    {OpType::GlobalAveragePool, "cpu.global_average_pool", cpu::global_average_pool, nullptr,
+     cpu::global_average_pool_applies, 10},
 };
 
 }  // namespace

@@ -1,0 +1,419 @@
+// The CPU simple-op variants (cpu.binary, cpu.unary, cpu.maxpool,
+// cpu.global_average_pool: kernels/cpu/simple_ops.hpp), looked up in the
+// registry like the runtime does, against the reference kernel of the same
+// op on random shapes (sizes 1, primes, widths not multiples of 16), each
+// output assembled from random tiles in random order. Bitwise equality except
+// GlobalAveragePool (lane-wise sums: a rounding tolerance, plus bitwise
+// equality across tilings). Every output starts as a NaN sentinel and each
+// tile must leave everything outside its region bitwise unchanged.
+// Seeds: TESSERA_TEST_SEED=<n> replays a run.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/operator.hpp"
+#include "graph/region.hpp"
+#include "kernels/cpu/simple_ops.hpp"
+#include "kernels/tile_kernel.hpp"
+
+namespace {
+
+using namespace tessera;
+using graph::OpType;
+using graph::Shape;
+using kernels::ConstTensorView;
+using kernels::TileKernelVariant;
+
+uint64_t base_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("TESSERA_TEST_SEED");
+    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+    std::printf("test_cpu_simple_ops: TESSERA_TEST_SEED=%llu\n",
+                static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+template <class T>
+T pick(std::mt19937_64& rng, std::initializer_list<T> values) {
+  return values.begin()[rng() % values.size()];
+}
+
+int64_t random_size(std::mt19937_64& rng) {
+  return pick<int64_t>(rng, {1, 1, 2, 3, 5, 7, 13, 17, 31, 37});
+}
+
+struct OpCase {
+  graph::Operator op;
+  std::vector<Shape> inputs;
+  Shape output;
+};
+
+std::string describe(const OpCase& c) {
+  std::string s = std::string(graph::op_type_name(c.op.type)) + " inputs";
+  for (const Shape& in : c.inputs) s += " " + graph::shape_to_string(in);
+  s += " -> " + graph::shape_to_string(c.output);
+  const graph::OpAttributes& a = c.op.attrs;
+  if (c.op.type == OpType::MaxPool) {
+    auto list = [&](const char* name, const std::vector<int64_t>& v) {
+      s += std::string(" ") + name;
+      for (int64_t x : v) s += " " + std::to_string(x);
+    };
+    list("k", a.kernel_shape);
+    list("strides", a.strides);
+    list("pads", a.pads);
+    list("dilations", a.dilations);
+  }
+  if (c.op.type == OpType::Clip)
+    s += " [" + std::to_string(a.clip_min) + "," + std::to_string(a.clip_max) + "]";
+  return s;
+}
+
+// A random grid of tiles (cuts in every dim) in a random order.
+std::vector<graph::Region> random_tiles(const Shape& shape, std::mt19937_64& rng) {
+  std::vector<std::vector<int64_t>> cuts(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    cuts[d] = {0, shape[d]};
+    const int extra = static_cast<int>(rng() % 3);
+    for (int i = 0; i < extra && shape[d] > 1; ++i)
+      cuts[d].push_back(1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(shape[d] - 1)));
+    std::sort(cuts[d].begin(), cuts[d].end());
+    cuts[d].erase(std::unique(cuts[d].begin(), cuts[d].end()), cuts[d].end());
+  }
+  std::vector<graph::Region> tiles{graph::Region{}};
+  for (size_t d = 0; d < shape.size(); ++d) {
+    std::vector<graph::Region> next;
+    for (const graph::Region& t : tiles)
+      for (size_t i = 0; i + 1 < cuts[d].size(); ++i) {
+        graph::Region r = t;
+        r.begin.push_back(cuts[d][i]);
+        r.end.push_back(cuts[d][i + 1]);
+        next.push_back(r);
+      }
+    tiles = std::move(next);
+  }
+  std::shuffle(tiles.begin(), tiles.end(), rng);
+  return tiles;
+}
+
+bool inside(const graph::Region& r, const Shape& shape, int64_t flat) {
+  for (size_t d = shape.size(); d-- > 0;) {
+    const int64_t i = flat % shape[d];
+    flat /= shape[d];
+    if (i < r.begin[d] || i >= r.end[d]) return false;
+  }
+  return true;
+}
+
+uint32_t bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+// A NaN no kernel produces from these inputs: marks "never written".
+float sentinel() {
+  const uint32_t b = 0x7fc0dead;
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+
+// Inputs with ties, signed zeros and (when `specials`) ±inf and NaN.
+std::vector<float> random_data(const Shape& shape, std::mt19937_64& rng, bool specials) {
+  std::vector<float> v(static_cast<size_t>(graph::shape_numel(shape)));
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  for (float& x : v) {
+    const uint64_t k = rng() % 20;
+    if (k == 0)
+      x = std::round(dist(rng));  // ties
+    else if (k == 1)
+      x = -0.0f;
+    else if (k == 2 && specials)
+      x = pick(rng,
+               {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                std::numeric_limits<float>::quiet_NaN()});
+    else
+      x = dist(rng);
+  }
+  return v;
+}
+
+// Runs the variant tile by tile over random tiles and returns its output;
+// checks that no tile writes outside its region and all is written.
+std::vector<float> run_tiled(const kernels::TileArgs& base, const TileKernelVariant& variant,
+                             const OpCase& c, std::mt19937_64& rng) {
+  const int64_t numel = graph::shape_numel(c.output);
+  std::vector<float> out(static_cast<size_t>(numel), sentinel());
+  for (const graph::Region& tile : random_tiles(c.output, rng)) {
+    const std::vector<float> before = out;
+    kernels::TileArgs args = base;
+    args.output = {out.data(), &c.output};
+    args.region = &tile;
+    variant.run(args);
+    int64_t outside = 0;
+    for (int64_t i = 0; i < numel; ++i)
+      if (!inside(tile, c.output, i) && bits(out[i]) != bits(before[i]) && outside++ < 3)
+        FAIL_CHECK("tile ", graph::region_to_string(tile), " wrote outside at flat index ", i);
+    REQUIRE(outside == 0);
+  }
+  for (int64_t i = 0; i < numel; ++i)
+    REQUIRE_MESSAGE(bits(out[i]) != bits(sentinel()), "y[", i, "] never written");
+  return out;
+}
+
+// `tolerance` < 0: bitwise equality with the reference; else |diff| <=
+// tolerance(i) (and the result must not depend on the tiling).
+template <class Tolerance>
+void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed, bool specials,
+                Tolerance&& tolerance) {
+  INFO(variant_name, " seed ", seed, ": ", describe(c));
+  const TileKernelVariant* variant = kernels::find_tile_kernel_variant(c.op.type, variant_name);
+  const TileKernelVariant* reference = kernels::find_tile_kernel_variant(c.op.type, "reference");
+  REQUIRE(variant != nullptr);
+  REQUIRE(reference != nullptr);
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<float>> data;
+  for (const Shape& s : c.inputs) data.push_back(random_data(s, rng, specials));
+  std::vector<ConstTensorView> views(c.inputs.size()), shape_views(c.inputs.size());
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    views[i] = {data[i].data(), &c.inputs[i]};
+    shape_views[i] = {nullptr, &c.inputs[i]};  // activations: no data at compile time
+  }
+  const std::optional<std::string> why = variant->applies(c.op, shape_views);
+  REQUIRE_MESSAGE(!why, "applies() refused: ", why.value_or(""));
+
+  const int64_t numel = graph::shape_numel(c.output);
+  std::vector<float> expected(static_cast<size_t>(numel));
+  const graph::Region whole = graph::Region::whole(c.output);
+  const kernels::TileArgs base{.op = &c.op,
+                               .inputs = views.data(),
+                               .input_count = views.size(),
+                               .output = {expected.data(), &c.output},
+                               .region = &whole};
+  reference->run(base);
+  const std::vector<float> out = run_tiled(base, *variant, c, rng);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < numel; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    const double tol = tolerance(k);
+    const bool ok = tol < 0 ? bits(out[k]) == bits(expected[k])
+                            : std::fabs(static_cast<double>(out[k]) - expected[k]) <= tol;
+    if (!ok && bad++ < 5)
+      FAIL_CHECK("y[", i, "] = ", out[k], ", reference ", expected[k], " (tolerance ", tol, ")");
+  }
+  REQUIRE(bad == 0);
+  if (tolerance(0) >= 0) {
+    // A different tiling must give the very same bits.
+    const std::vector<float> again = run_tiled(base, *variant, c, rng);
+    for (size_t i = 0; i < out.size(); ++i) REQUIRE(bits(again[i]) == bits(out[i]));
+  }
+}
+
+auto exact = [](size_t) { return -1.0; };
+
+Shape random_shape(std::mt19937_64& rng, size_t rank) {
+  Shape s(rank);
+  for (int64_t& d : s) d = random_size(rng);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("cpu.binary matches the reference bitwise: same shape, scalar, per-channel") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 300; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 7919 + 1);
+    OpCase c;
+    c.op.name = "binary";
+    c.op.type = rng() % 2 ? OpType::Add : OpType::Mul;
+    const size_t rank = static_cast<size_t>(rng() % 5);
+    c.output = random_shape(rng, rank);
+    // Each operand: full (maybe without leading dims), scalar, or varying
+    // along one non-last dim.
+    auto operand = [&]() -> Shape {
+      const uint64_t kind = rng() % 3;
+      if (kind == 0 || rank < 2) {
+        Shape s = c.output;
+        while (!s.empty() && s.front() == 1 && rng() % 2) s.erase(s.begin());
+        if (kind != 0 && rank < 2) return Shape(rng() % (rank + 1), 1);
+        return s;
+      }
+      if (kind == 1) return Shape(rng() % (rank + 1), 1);
+      const size_t dim = static_cast<size_t>(rng() % (rank - 1));
+      Shape s(rank - dim, 1);  // right-aligned: leading dims dropped
+      s[0] = c.output[dim];
+      return s;
+    };
+    c.inputs = {operand(), operand()};
+    check_case("cpu.binary", c, seed, true, exact);
+  }
+}
+
+TEST_CASE("cpu.binary: the named ResNet/MobileNet shapes") {
+  const uint64_t seed = base_seed();
+  for (OpType type : {OpType::Add, OpType::Mul}) {
+    OpCase c;
+    c.op.type = type;
+    c.output = {1, 64, 56, 56};
+    for (std::vector<Shape> inputs : {std::vector<Shape>{{1, 64, 56, 56}, {1, 64, 56, 56}},
+                                      {{1, 64, 56, 56}, {64, 1, 1}},
+                                      {{1, 64, 1, 1}, {1, 64, 56, 56}},
+                                      {{1, 64, 56, 56}, {}},
+                                      {{1}, {1, 64, 56, 56}}}) {
+      c.inputs = inputs;
+      check_case("cpu.binary", c, seed, false, exact);
+    }
+  }
+}
+
+TEST_CASE("cpu.binary applies(): other broadcasts and ops keep the reference, with a reason") {
+  graph::Operator op;
+  op.type = OpType::Add;
+  auto reason = [&](Shape a, Shape b) {
+    const ConstTensorView views[] = {{nullptr, &a}, {nullptr, &b}};
+    return kernels::cpu::binary_applies(op, views);
+  };
+  CHECK_FALSE(reason({2, 3, 5}, {2, 3, 5}));
+  CHECK_FALSE(reason({2, 3, 5}, {3, 1}));
+  CHECK_FALSE(reason({}, {2, 3, 5}));
+  CHECK_FALSE(reason({1, 1, 1}, {2, 3, 5}));
+  for (auto [a, b] : {std::pair<Shape, Shape>{{2, 3, 5}, {5}},  // varies along the last dim
+                      {{2, 3, 5}, {3, 5}},                      // two dims
+                      {{2, 1, 5}, {1, 3, 1}},                   // both broadcast
+                      {{4, 1}, {1, 5}}}) {
+    const std::optional<std::string> why = reason(a, b);
+    REQUIRE(why);
+    CHECK(why->find("broadcast pattern") != std::string::npos);
+    CHECK(why->find("uses the reference") != std::string::npos);
+  }
+  op.type = OpType::Concat;
+  CHECK(reason({2}, {2}));
+}
+
+TEST_CASE("cpu.unary matches the reference bitwise: Relu, Clip, Sigmoid") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 240; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 104729 + 3);
+    OpCase c;
+    c.op.name = "unary";
+    c.op.type = pick(rng, {OpType::Relu, OpType::Clip, OpType::Sigmoid});
+    c.op.attrs.clip_min = pick(rng, {-1.0f, 0.0f, -std::numeric_limits<float>::infinity(), 2.0f});
+    c.op.attrs.clip_max = pick(rng, {6.0f, 0.5f, std::numeric_limits<float>::infinity(), 1.0f});
+    c.output = random_shape(rng, static_cast<size_t>(rng() % 5));
+    c.inputs = {c.output};
+    check_case("cpu.unary", c, seed, true, exact);
+  }
+  OpCase big;
+  big.op.type = OpType::Sigmoid;
+  big.output = {1, 32, 56, 56};
+  big.inputs = {big.output};
+  check_case("cpu.unary", big, seed0, false, exact);
+}
+
+TEST_CASE("cpu.maxpool matches the reference bitwise: any kernel, stride, pad, dilation") {
+  const uint64_t seed0 = base_seed();
+  int ran = 0;
+  for (int t = 0; ran < 250 && t < 2000; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 15485863 + 5);
+    const bool one_d = rng() % 5 == 0;
+    const int64_t kh = one_d ? 1 : pick<int64_t>(rng, {1, 2, 3, 3, 5});
+    const int64_t kw = pick<int64_t>(rng, {1, 2, 3, 3, 5});
+    const int64_t sh = one_d ? 1 : pick<int64_t>(rng, {1, 2, 2, 3});
+    const int64_t sw = pick<int64_t>(rng, {1, 2, 2, 3});
+    const int64_t dh = one_d ? 1 : pick<int64_t>(rng, {1, 1, 2});
+    const int64_t dw = pick<int64_t>(rng, {1, 1, 2});
+    auto pad = [&](int64_t k) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(k)); };
+    const int64_t pt = one_d ? 0 : pad(kh), pb = one_d ? 0 : pad(kh), pl = pad(kw), pr = pad(kw);
+    const int64_t in_h = one_d ? 1 : 1 + static_cast<int64_t>(rng() % 23);
+    const int64_t in_w = 1 + static_cast<int64_t>(rng() % 71);
+    const bool ceil_mode = rng() % 2;
+    // ONNX's output size; ceil_mode drops a last window starting in the
+    // right padding.
+    auto out_size = [&](int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
+      const int64_t span = in + p0 + p1 - ((k - 1) * d + 1);
+      if (span < 0) return int64_t{0};
+      int64_t n = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+      if (ceil_mode && (n - 1) * s >= in + p0) --n;
+      return n;
+    };
+    const int64_t oh = one_d ? 1 : out_size(in_h, kh, sh, dh, pt, pb);
+    const int64_t ow = out_size(in_w, kw, sw, dw, pl, pr);
+    if (oh < 1 || ow < 1) continue;
+    ++ran;
+    OpCase c;
+    c.op.name = "maxpool";
+    c.op.type = OpType::MaxPool;
+    graph::OpAttributes& a = c.op.attrs;
+    a.ceil_mode = ceil_mode;
+    const int64_t n = pick<int64_t>(rng, {1, 1, 2}), ch = random_size(rng);
+    if (one_d) {
+      a.kernel_shape = {kw};
+      a.strides = {sw};
+      a.dilations = {dw};
+      a.pads = {pl, pr};
+      c.inputs = {{n, ch, in_w}};
+      c.output = {n, ch, ow};
+    } else {
+      a.kernel_shape = {kh, kw};
+      a.strides = {sh, sw};
+      a.dilations = {dh, dw};
+      a.pads = {pt, pl, pb, pr};
+      c.inputs = {{n, ch, in_h, in_w}};
+      c.output = {n, ch, oh, ow};
+    }
+    check_case("cpu.maxpool", c, seed, true, exact);
+  }
+  CHECK(ran == 250);
+}
+
+TEST_CASE("cpu.maxpool applies(): 1-D and 2-D only") {
+  graph::Operator op;
+  op.type = OpType::MaxPool;
+  op.attrs.kernel_shape = {2, 2, 2};
+  const Shape x3d{1, 2, 4, 4, 4};
+  const ConstTensorView views[] = {{nullptr, &x3d}};
+  CHECK(kernels::cpu::max_pool_applies(op, views));
+  op.attrs.kernel_shape = {3, 3};
+  const Shape x2d{1, 2, 9, 9};
+  const ConstTensorView views2[] = {{nullptr, &x2d}};
+  CHECK_FALSE(kernels::cpu::max_pool_applies(op, views2));
+}
+
+TEST_CASE("cpu.global_average_pool: within rounding of the reference, independent of tiling") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 120; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 32452843 + 7);
+    OpCase c;
+    c.op.name = "gap";
+    c.op.type = OpType::GlobalAveragePool;
+    const size_t rank = 2 + static_cast<size_t>(rng() % 3);
+    Shape x = random_shape(rng, rank);
+    if (rng() % 4 == 0 && rank == 4) x[2] = x[3] = 56;  // 3136 elements per plane
+    c.inputs = {x};
+    c.output = x;
+    for (size_t d = 2; d < rank; ++d) c.output[d] = 1;
+    // Both sums round at most (terms + log2 16) times; data in [-4, 4].
+    int64_t plane = 1;
+    for (size_t d = 2; d < rank; ++d) plane *= x[d];
+    const double tol =
+        2.0 * static_cast<double>(plane + 8) * std::numeric_limits<float>::epsilon() * 4.0;
+    check_case("cpu.global_average_pool", c, seed, false, [tol](size_t) { return tol; });
+  }
+}

@@ -75,9 +75,9 @@ Command add_compile_command(CLI::App& app) {
     options.target = machine_target();
     graph::CompileReport report;
     graph::TileGraph tiles = graph::compile_graph(std::move(g), options, &report);
-    const auto choices = kernels::choose_kernels(
-        tiles, args->reference_kernels ? kernels::KernelPolicy::ReferenceOnly
-                                       : kernels::KernelPolicy::Fastest);
+    const auto choices = kernels::choose_kernels(tiles, args->reference_kernels
+                                                            ? kernels::KernelPolicy::ReferenceOnly
+                                                            : kernels::KernelPolicy::Fastest);
     for (size_t i = 0; i < choices.size(); ++i) {
       report.ops[i].kernel = choices[i].kernel;
       for (const std::string& skipped : choices[i].skipped)

@@ -19,7 +19,8 @@ std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy p
     }
     std::vector<const TileKernelVariant*> variants;
     for (const std::string& name : tile_kernel_variants(op.type))
-      if (const TileKernelVariant* v = find_tile_kernel_variant(op.type, name)) variants.push_back(v);
+      if (const TileKernelVariant* v = find_tile_kernel_variant(op.type, name))
+        variants.push_back(v);
     std::stable_sort(variants.begin(), variants.end(),
                      [](const auto* a, const auto* b) { return a->preference > b->preference; });
     KernelChoice choice;

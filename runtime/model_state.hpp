@@ -63,7 +63,7 @@ struct OperandPlacement {
 struct OpBinding {
   kernels::TileKernel kernel = nullptr;
   kernels::PreparedOp prepared;  // the variant's per-op state (packed weights), if any
-  uint32_t first_operand = 0;  // into ModelState::operands
+  uint32_t first_operand = 0;    // into ModelState::operands
   uint32_t operand_count = 0;
   uint64_t output_offset = 0;  // arena offset of the op's output
   const graph::Shape* output_shape = nullptr;

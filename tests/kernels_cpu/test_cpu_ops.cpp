@@ -695,7 +695,8 @@ TEST_CASE("conv variants give bitwise-identical tiles whatever ran on the thread
     const ConstTensorView in[3] = {{x.data(), &xs}, {w.data(), &ws}, {b.data(), &bs}};
     const TileKernelVariant* variant = kernels::find_tile_kernel_variant(OpType::Conv, name);
     REQUIRE(variant != nullptr);
-    const kernels::PreparedOp prepared = variant->prepare ? variant->prepare(op, std::span<const ConstTensorView>(in)) : nullptr;
+    const kernels::PreparedOp prepared =
+        variant->prepare ? variant->prepare(op, std::span<const ConstTensorView>(in)) : nullptr;
     auto run_tiles = [&](std::vector<float>& y, int history) {
       std::vector<float> junk(648);
       for (int i = 0; i < history; ++i) {  // other tile shapes grow the scratch first

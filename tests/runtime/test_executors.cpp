@@ -26,38 +26,16 @@
 #include "scheduler/barrier_executor.hpp"
 #include "serialization/tess/tess_writer.hpp"
 #include "tessera/tessera.hpp"
+#include "test_models.hpp"
 
 namespace {
 
 namespace g = tessera::graph;
+using tessera::test::add_tensor;
+using tessera::test::random_values;
+using tessera::test::temp_dir;
 namespace s = tessera::scheduler;
 using tessera::ExecutorKind;
-
-std::filesystem::path temp_dir() {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("tessera_executors_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-int32_t add_tensor(g::Graph& graph, std::string name, g::Shape shape,
-                   std::vector<float> weight = {}) {
-  g::TensorInfo t;
-  t.name = std::move(name);
-  t.shape = std::move(shape);
-  t.is_weight = !weight.empty();
-  t.weight = std::move(weight);
-  graph.tensors.push_back(std::move(t));
-  return static_cast<int32_t>(graph.tensors.size() - 1);
-}
 
 g::Operator conv_op(std::string name, int64_t k, std::vector<int32_t> inputs, int32_t output) {
   g::Operator op;
@@ -369,7 +347,7 @@ TEST_CASE("barrier executor runs queued requests by priority, then in submission
 }
 
 TEST_CASE("both executors compute the same bits as each other and as a naive computation") {
-  const auto dir = temp_dir();
+  const auto dir = temp_dir("tessera_executors_test_");
   for (uint32_t seed = 100; seed < 106; ++seed) {
     for (int tiles : {1, 3, 7}) {
       BranchModel m(dir, seed, tiles);
@@ -404,7 +382,7 @@ TEST_CASE("both executors compute the same bits as each other and as a naive com
 }
 
 TEST_CASE("many concurrent async requests of two models on the barrier executor all complete") {
-  const auto dir = temp_dir();
+  const auto dir = temp_dir("tessera_executors_test_");
   BranchModel a(dir, 201, 4), b(dir, 202, 5);
   tessera::Engine engine({.threads = 2, .executor = ExecutorKind::Barrier});
   auto ma = engine.load(a.path);
@@ -444,7 +422,7 @@ TEST_CASE("many concurrent async requests of two models on the barrier executor 
 }
 
 TEST_CASE("run options: a priority is accepted by both executors and changes no result") {
-  const auto dir = temp_dir();
+  const auto dir = temp_dir("tessera_executors_test_");
   BranchModel m(dir, 301, 3);
   const auto input = random_values(m.input_size(), 17);
   const auto want = m.expected(input);
@@ -467,7 +445,7 @@ TEST_CASE("run options: a priority is accepted by both executors and changes no 
 }
 
 TEST_CASE("engine and run errors stay values on both executors") {
-  const auto dir = temp_dir();
+  const auto dir = temp_dir("tessera_executors_test_");
   BranchModel m(dir, 401, 2);
   const auto input = random_values(m.input_size(), 3);
 
@@ -556,7 +534,7 @@ TEST_CASE("engine and run errors stay values on both executors") {
 TEST_CASE("a file whose nodes are not grouped by op runs on the dataflow executor only") {
   // Renumber a compiled graph's nodes depth-first (a valid topological order
   // that interleaves ops) and write it back.
-  const auto dir = temp_dir();
+  const auto dir = temp_dir("tessera_executors_test_");
   const uint32_t seed = 601;
   g::Graph graph;
   graph.opset = 13;

@@ -18,36 +18,14 @@
 #include "graph/graph.hpp"
 #include "serialization/tess/tess_writer.hpp"
 #include "tessera/tessera.hpp"
+#include "test_models.hpp"
 
 namespace {
 
 namespace g = tessera::graph;
-
-std::filesystem::path temp_dir() {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("tessera_runtime_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-int32_t add_tensor(g::Graph& graph, std::string name, g::Shape shape,
-                   std::vector<float> weight = {}) {
-  g::TensorInfo t;
-  t.name = std::move(name);
-  t.shape = std::move(shape);
-  t.is_weight = !weight.empty();
-  t.weight = std::move(weight);
-  graph.tensors.push_back(std::move(t));
-  return static_cast<int32_t>(graph.tensors.size() - 1);
-}
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
+using tessera::test::add_tensor;
+using tessera::test::random_values;
+using tessera::test::temp_dir;
 
 // x [1,C,H,W] -> conv 3x3 pad 1 (C->C) -> relu -> add x -> out; a residual
 // block whose result we can also compute naively here.
@@ -130,7 +108,7 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want) 
 }  // namespace
 
 TEST_CASE("a model runs and matches a naive computation, for every thread and tile count") {
-  const auto dir = temp_dir();
+  const auto dir = temp_dir("tessera_runtime_test_");
   for (int tiles : {1, 2, 5}) {
     ResidualModel m(dir, tiles, 11);
     const auto input = random_values(static_cast<size_t>(m.c * m.h * m.w), 3);
@@ -156,7 +134,7 @@ TEST_CASE("a model runs and matches a naive computation, for every thread and ti
 }
 
 TEST_CASE("bad inputs are errors naming the input, and the session keeps serving") {
-  const auto dir = temp_dir();
+  const auto dir = temp_dir("tessera_runtime_test_");
   ResidualModel m(dir, 2, 5);
   tessera::Engine engine({.threads = 2});
   auto model = engine.load(m.path);
@@ -189,7 +167,7 @@ TEST_CASE("bad inputs are errors naming the input, and the session keeps serving
 }
 
 TEST_CASE("loading a missing or corrupt file is an error, not a crash") {
-  const auto dir = temp_dir();
+  const auto dir = temp_dir("tessera_runtime_test_");
   tessera::Engine engine({.threads = 1});
   auto missing = engine.load((dir / "does_not_exist.tess").string());
   REQUIRE_FALSE(missing.ok());
@@ -201,7 +179,7 @@ TEST_CASE("loading a missing or corrupt file is an error, not a crash") {
 }
 
 TEST_CASE("concurrent async requests of two models co-execute and all complete") {
-  const auto dir = temp_dir();
+  const auto dir = temp_dir("tessera_runtime_test_");
   ResidualModel a(dir, 3, 21), b(dir, 4, 22);
   tessera::Engine engine({.threads = 2});
   auto ma = engine.load(a.path);
@@ -235,7 +213,7 @@ TEST_CASE("concurrent async requests of two models co-execute and all complete")
 }
 
 TEST_CASE("a model outliving its engine reports an error instead of crashing") {
-  const auto dir = temp_dir();
+  const auto dir = temp_dir("tessera_runtime_test_");
   ResidualModel m(dir, 2, 31);
   std::optional<tessera::Session> session;
   {

@@ -32,6 +32,7 @@
 #include "scheduler/dse.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/ready_pool.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -40,27 +41,8 @@ using tessera::scheduler::ExecutorOptions;
 using tessera::scheduler::GraphView;
 using tessera::scheduler::Request;
 
-#if defined(__SANITIZE_THREAD__)
-constexpr double kDefaultScale = 0.3;
-#else
-constexpr double kDefaultScale = 1.0;
-#endif
-
-// TESSERA_TEST_SCALE multiplies the number of DAGs (e.g. 0.1 under slow tools).
-double test_scale() {
-  const char* text = std::getenv("TESSERA_TEST_SCALE");
-  return text ? std::max(0.001, std::atof(text)) : kDefaultScale;
-}
-
-int32_t scaled(int32_t count) {
-  return std::max(1, static_cast<int32_t>(std::lround(count * test_scale())));
-}
-
-uint64_t seed_for(const char* what) {
-  const uint64_t seed = std::random_device{}();
-  std::printf("%s: seed %llu\n", what, static_cast<unsigned long long>(seed));
-  return seed;
-}
+using tessera::test::scaled;
+using tessera::test::seed_for;
 
 std::vector<int32_t> allowed_cpus() {
   cpu_set_t mask;

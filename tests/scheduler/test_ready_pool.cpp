@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "scheduler/ready_pool.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -24,23 +25,8 @@ using tessera::scheduler::ReadyEntry;
 using tessera::scheduler::ReadyPool;
 using tessera::scheduler::Request;
 
-#if defined(__SANITIZE_THREAD__)
-constexpr double kDefaultScale = 0.3;
-#else
-constexpr double kDefaultScale = 1.0;
-#endif
-
-// TESSERA_TEST_SCALE multiplies the amount of work (e.g. 0.1 under slow tools).
-double test_scale() {
-  const char* text = std::getenv("TESSERA_TEST_SCALE");
-  return text ? std::max(0.001, std::atof(text)) : kDefaultScale;
-}
-
-uint64_t seed_for(const char* what) {
-  const uint64_t seed = std::random_device{}();
-  std::printf("%s: seed %llu\n", what, static_cast<unsigned long long>(seed));
-  return seed;
-}
+using tessera::test::seed_for;
+using tessera::test::test_scale;
 
 // The pool only reads graph().depths; the rest of the graph is irrelevant here.
 struct DepthOnlyRequest final : Request {

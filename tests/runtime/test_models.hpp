@@ -1,0 +1,44 @@
+#pragma once
+// Shared by the runtime tests: a scratch folder, random data, and tensors
+// for graphs built by hand in C++ (no ONNX).
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.hpp"
+
+namespace tessera::test {
+
+// A folder of this process's own under the system temp dir.
+inline std::filesystem::path temp_dir(const std::string& prefix) {
+  auto dir = std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+inline std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Appends a tensor (a weight when `weight` is non-empty); returns its index.
+inline int32_t add_tensor(graph::Graph& graph, std::string name, graph::Shape shape,
+                          std::vector<float> weight = {}) {
+  graph::TensorInfo t;
+  t.name = std::move(name);
+  t.shape = std::move(shape);
+  t.is_weight = !weight.empty();
+  t.weight = std::move(weight);
+  graph.tensors.push_back(std::move(t));
+  return static_cast<int32_t>(graph.tensors.size() - 1);
+}
+
+}  // namespace tessera::test

@@ -20,25 +20,28 @@ Dse::Dse(ReadyPool& pool, int32_t row, DseHooks hooks, DseOptions options)
 
 Dse::~Dse() = default;
 
-ReadyEntry Dse::cache_pop() {
+inline ReadyEntry Dse::cache_pop() {
   const ReadyEntry entry = cache_[static_cast<size_t>(cache_head_)];
   if (++cache_head_ == options_.cache_capacity) cache_head_ = 0;
   --cache_size_;
   return entry;
 }
 
-void Dse::cache_or_batch(ReadyEntry entry, bool share) {
+void Dse::spill_older_half() {
+  // The older half (shallower nodes, first in the pool's order) goes to the
+  // pool where other DSEs can steal it.
+  for (int32_t spilled = (options_.cache_capacity + 1) / 2; spilled > 0; --spilled) {
+    batch_.push_back(cache_pop());
+  }
+}
+
+inline void Dse::cache_or_batch(ReadyEntry entry, bool share) {
   if (share || options_.cache_capacity == 0) {
     batch_.push_back(entry);
     return;
   }
-  if (cache_size_ == options_.cache_capacity) {
-    // Full: the older half (shallower nodes, first in the pool's order) goes
-    // to the pool where other DSEs can steal it.
-    for (int32_t spilled = (options_.cache_capacity + 1) / 2; spilled > 0; --spilled) {
-      batch_.push_back(cache_pop());
-    }
-  }
+  if (cache_size_ == options_.cache_capacity) [[unlikely]]
+    spill_older_half();
   int32_t tail = cache_head_ + cache_size_;
   if (tail >= options_.cache_capacity) tail -= options_.cache_capacity;
   cache_[static_cast<size_t>(tail)] = entry;
@@ -121,9 +124,12 @@ void Dse::run_path(ReadyEntry head) {
 template <bool kExclusive>
 void Dse::run_path_impl(Request* request, int32_t node) {
   const std::atomic<int32_t>* idle_workers = options_.idle_workers;
+  // Loaded once per path: the loop below stores through `executed`, which the
+  // compiler must otherwise assume may change them.
+  const GraphView graph = request->graph();
+  std::atomic<int32_t>* const executed = request->executed_parents();
   while (true) {
     request->execute_node(node);  // line 11
-    const GraphView& graph = request->graph();
     // relaxed: a hint; a stale value only delays sharing by one node.
     const bool share = idle_workers && idle_workers->load(std::memory_order_relaxed) > 0;
     if (share) {
@@ -133,8 +139,9 @@ void Dse::run_path_impl(Request* request, int32_t node) {
     const int32_t edge_end = graph.child_offsets[node + 1];
     for (int32_t edge = graph.child_offsets[node]; edge < edge_end; ++edge) {  // line 14
       const int32_t child = graph.children[edge];
-      const bool ready = kExclusive ? request->mark_parent_executed_exclusive(child)
-                                    : request->mark_parent_executed(child);
+      const bool ready =
+          kExclusive ? Request::parent_executed_exclusive(graph.parent_counts, executed, child)
+                     : Request::parent_executed(graph.parent_counts, executed, child);
       if (!ready) continue;  // lines 15-16
       if (next < 0) {
         next = child;  // line 18: traverse to the first readied child

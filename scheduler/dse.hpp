@@ -90,6 +90,7 @@ class Dse {
 
  private:
   void cache_or_batch(ReadyEntry entry, bool share);
+  [[gnu::noinline]] void spill_older_half();
   void push_batch();
   void switch_request(Request* request);
   ReadyEntry cache_pop();

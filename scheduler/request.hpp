@@ -40,27 +40,39 @@ class Request {
   // Algorithm 1, lines 15-16: counts one executed parent of `child`; true when
   // that made the child ready (this caller is then its unique owner).
   bool mark_parent_executed(int32_t child) {
+    return parent_executed(graph_.parent_counts, executed_parents_.get(), child);
+  }
+  // The same with the arrays passed in: the DSE's hot loop loads them once per
+  // path instead of once per child (a store through `executed` could alias
+  // the request's fields, so the compiler would reload them).
+  static bool parent_executed(const int32_t* parent_counts, std::atomic<int32_t>* executed,
+                              int32_t child) {
     // A single parent needs no count: its one caller is the owner (chains and
     // element-wise tiles skip the shared atomic).
-    const int32_t parent_count = graph_.parent_counts[child];
+    const int32_t parent_count = parent_counts[child];
     if (parent_count == 1) return true;
     // acq_rel: every parent's writes must be visible to whoever runs the child
     // (release from each parent, acquire by the last one).
-    return executed_parents_[child].fetch_add(1, std::memory_order_acq_rel) + 1 == parent_count;
+    return executed[child].fetch_add(1, std::memory_order_acq_rel) + 1 == parent_count;
   }
   // The same for a caller that knows no other thread counts this request's
   // parents meanwhile (the executor's single-worker mode, dse.hpp): a plain
   // load and store instead of a locked read-modify-write.
   bool mark_parent_executed_exclusive(int32_t child) {
-    const int32_t parent_count = graph_.parent_counts[child];
+    return parent_executed_exclusive(graph_.parent_counts, executed_parents_.get(), child);
+  }
+  static bool parent_executed_exclusive(const int32_t* parent_counts,
+                                        std::atomic<int32_t>* executed, int32_t child) {
+    const int32_t parent_count = parent_counts[child];
     if (parent_count == 1) return true;
-    std::atomic<int32_t>& executed = executed_parents_[child];
     // relaxed: exclusive by contract; the hand-over to multi-worker mode
     // orders these stores before any later fetch_add (dse.hpp).
-    const int32_t now = executed.load(std::memory_order_relaxed) + 1;
-    executed.store(now, std::memory_order_relaxed);
+    const int32_t now = executed[child].load(std::memory_order_relaxed) + 1;
+    executed[child].store(now, std::memory_order_relaxed);
     return now == parent_count;
   }
+  // The executed-parents counters, one per node (for the DSE's hot loop).
+  std::atomic<int32_t>* executed_parents() { return executed_parents_.get(); }
   // Counts one executed node; true when it was the last one.
   bool mark_node_done() { return mark_nodes_done(1); }
   // Counts `count` executed nodes at once (a DSE batches them); true when they
@@ -74,7 +86,9 @@ class Request {
   GraphView graph_;
   int32_t priority_;
   std::unique_ptr<std::atomic<int32_t>[]> executed_parents_;
-  std::atomic<int32_t> remaining_;
+  // Own cache line: DSEs decrement it while others read the fields above on
+  // every node.
+  alignas(64) std::atomic<int32_t> remaining_;
 };
 
 }  // namespace tessera::scheduler

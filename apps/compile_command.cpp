@@ -1,10 +1,12 @@
 // `tessera compile MODEL.onnx -o MODEL.tess`: import, compile, save, report.
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "apps/commands.hpp"
 #include "apps/format.hpp"
+#include "apps/tile_tuning.hpp"
 #include "graph/compiler.hpp"
 #include "graph/error.hpp"
 #include "kernels/kernel_choice.hpp"
@@ -22,6 +24,8 @@ struct CompileArgs {
   int32_t threads = 0;
   bool quiet = false;
   bool reference_kernels = false;
+  bool tune = false;
+  int32_t tune_iterations = 10;
 };
 
 std::string machine_target() {
@@ -35,6 +39,36 @@ std::string machine_target() {
   t = "generic";
 #endif
   return t;
+}
+
+// Everything from operator graph to a tile graph ready to save: the compiler's
+// passes, then the kernel choice (reported per op, with why a faster variant
+// did not apply).
+graph::TileGraph build_tile_graph(graph::Graph g, const graph::CompileOptions& options,
+                                  bool reference_kernels, graph::CompileReport* report) {
+  graph::TileGraph tiles = graph::compile_graph(std::move(g), options, report);
+  const auto choices =
+      kernels::choose_kernels(tiles, reference_kernels ? kernels::KernelPolicy::ReferenceOnly
+                                                       : kernels::KernelPolicy::Fastest);
+  if (report) {
+    for (size_t i = 0; i < choices.size(); ++i) {
+      report->ops[i].kernel = choices[i].kernel;
+      for (const std::string& skipped : choices[i].skipped)
+        report->ops[i].note += (report->ops[i].note.empty() ? "not " : "; not ") + skipped;
+    }
+  }
+  return tiles;
+}
+
+std::string tiles_label(int32_t tiles) {
+  return tiles == 0 ? "rule" : std::to_string(tiles);
+}
+
+void print_tuning(const TileTuning& t, int32_t threads) {
+  std::printf("  tuning tiles per op for %d thread(s), median ms per run:\n", threads);
+  for (const TileCandidate& c : t.candidates)
+    std::printf("    tiles %-6s %10.3f%s\n", tiles_label(c.tiles).c_str(), c.median_ms,
+                c.tiles == t.best_tiles ? "  <- chosen" : "");
 }
 
 void print_report(const CompileArgs& a, const graph::CompileReport& r) {
@@ -66,6 +100,11 @@ Command add_compile_command(CLI::App& app) {
   sub->add_flag("-q,--quiet", args->quiet, "Print nothing on success");
   sub->add_flag("--reference-kernels", args->reference_kernels,
                 "Use the scalar reference kernels everywhere (for checking and A/B runs)");
+  sub->add_flag("--tune", args->tune,
+                "Measure candidate tiles-per-op settings on this machine at --threads and keep "
+                "the fastest (ASPEN Fig. 10a)");
+  sub->add_option("--tune-iterations", args->tune_iterations, "Timed runs per candidate")
+      ->check(CLI::Range(1, 10000));
   return [args] {
     graph::Graph g = serialization::import_onnx_file(args->model);
     graph::CompileOptions options;
@@ -73,18 +112,27 @@ Command add_compile_command(CLI::App& app) {
     options.threads = args->threads > 0 ? args->threads
                                         : static_cast<int32_t>(std::thread::hardware_concurrency());
     options.target = machine_target();
-    graph::CompileReport report;
-    graph::TileGraph tiles = graph::compile_graph(std::move(g), options, &report);
-    const auto choices = kernels::choose_kernels(tiles, args->reference_kernels
-                                                            ? kernels::KernelPolicy::ReferenceOnly
-                                                            : kernels::KernelPolicy::Fastest);
-    for (size_t i = 0; i < choices.size(); ++i) {
-      report.ops[i].kernel = choices[i].kernel;
-      for (const std::string& skipped : choices[i].skipped)
-        report.ops[i].note += (report.ops[i].note.empty() ? "not " : "; not ") + skipped;
+    if (args->tune && args->tiles > 0)
+      throw Error("--tune searches the tile count: give --tune or --tiles, not both");
+    std::optional<TileTuning> tuning;
+    if (args->tune) {
+      tuning = tune_tiles(
+          [&](int32_t tiles) {
+            graph::CompileOptions candidate = options;
+            candidate.tiles = tiles;
+            return build_tile_graph(g, candidate, args->reference_kernels, nullptr);
+          },
+          options.threads, args->tune_iterations, args->output + ".tuning");
+      options.tiles = tuning->best_tiles;
     }
+    graph::CompileReport report;
+    graph::TileGraph tiles =
+        build_tile_graph(std::move(g), options, args->reference_kernels, &report);
     serialization::write_tess_file(tiles, args->output);
-    if (!args->quiet) print_report(*args, report);
+    if (!args->quiet) {
+      print_report(*args, report);
+      if (tuning) print_tuning(*tuning, options.threads);
+    }
     return 0;
   };
 }

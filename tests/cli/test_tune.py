@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""`tessera compile --tune`: it measures every candidate tile count, keeps the fastest, saves a
+model compiled with it, and that model computes what the untuned one does.
+
+Checks: the report lists one timing per candidate (the compiler's rule and threads x
+{1,2,3,4,6,8}) and marks exactly the fastest one as chosen; `inspect --json` of the saved file
+shows that tile count; its outputs equal (within 1e-4 relative) those of the same model
+compiled without --tune; `--tune --tiles N` is refused with one clean error line.
+
+    test_tune.py --tessera PATH --work-dir DIR
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(argv, check=True):
+  return subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=check,
+                        timeout=300)
+
+
+def main() -> int:
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--tessera", required=True)
+  ap.add_argument("--work-dir", required=True)
+  args = ap.parse_args()
+  os.makedirs(args.work_dir, exist_ok=True)
+  onnx_path = os.path.join(args.work_dir, "demo.onnx")
+  input_path = os.path.join(args.work_dir, "demo_in.npy")
+  run([sys.executable, os.path.join(HERE, "..", "..", "scripts", "make_demo_model.py"),
+       "--output", onnx_path, "--input-npy", input_path])
+  failures = []
+  threads = 2
+  tuned = os.path.join(args.work_dir, "tuned.tess")
+  report = run([args.tessera, "compile", onnx_path, "-o", tuned, "--tune", "--tune-iterations",
+                "3", "--threads", threads]).stdout
+  rows = re.findall(r"^\s+tiles (\S+)\s+([0-9.]+)(  <- chosen)?$", report, re.MULTILINE)
+  expected = ["rule"] + [str(threads * f) for f in (1, 2, 3, 4, 6, 8)]
+  if [r[0] for r in rows] != expected:
+    failures.append(f"candidates {[r[0] for r in rows]}, expected {expected}")
+  chosen = [r for r in rows if r[2]]
+  if len(chosen) != 1:
+    failures.append(f"{len(chosen)} candidates marked chosen, expected 1")
+  elif rows and float(chosen[0][1]) != min(float(r[1]) for r in rows):
+    failures.append(f"chosen {chosen[0]} is not the fastest of {rows}")
+  if len(chosen) == 1:
+    info = json.loads(run([args.tessera, "inspect", tuned, "--json"]).stdout)
+    want = 0 if chosen[0][0] == "rule" else int(chosen[0][0])
+    if info["tiles_option"] != want:
+      failures.append(f"saved tiles_option {info['tiles_option']}, chosen {want}")
+
+  plain = os.path.join(args.work_dir, "plain.tess")
+  run([args.tessera, "compile", onnx_path, "-o", plain, "-q"])
+  outputs = {}
+  for name, path in (("plain", plain), ("tuned", tuned)):
+    out_dir = os.path.join(args.work_dir, "out_" + name)
+    os.makedirs(out_dir, exist_ok=True)
+    info = json.loads(run([args.tessera, "inspect", path, "--json"]).stdout)
+    run([args.tessera, "run", path, "--input", f"{info['inputs'][0]['name']}={input_path}",
+         "--output-dir", out_dir, "--iterations", "1", "--warmup", "0"])
+    outputs[name] = {f: np.load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir))}
+  if outputs["plain"].keys() != outputs["tuned"].keys() or not outputs["plain"]:
+    failures.append(f"outputs differ in names: {outputs['plain'].keys()} {outputs['tuned'].keys()}")
+  for f, ref in outputs["plain"].items():
+    got = outputs["tuned"].get(f)
+    if got is None or got.shape != ref.shape or \
+        np.max(np.abs(got - ref)) > 1e-4 * (1 + np.max(np.abs(ref))):
+      failures.append(f"output {f} differs between tuned and untuned models")
+
+  both = run([args.tessera, "compile", onnx_path, "-o", plain, "--tune", "--tiles", "3"],
+             check=False)
+  lines = both.stderr.strip().splitlines()
+  if both.returncode == 0 or len(lines) != 1 or not lines[0].startswith("error:"):
+    failures.append(f"--tune --tiles: exit {both.returncode}, stderr {both.stderr!r}")
+
+  for f in failures:
+    print("FAIL", f)
+  print(f"{'passed' if not failures else f'{len(failures)} failed'}")
+  return 1 if failures else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -58,9 +58,10 @@ NpyArray read_npy(const std::string& path) {
   if (header_start + header_len > bytes.size()) throw fail("is truncated (header)");
   const std::string header(bytes.data() + header_start, header_len);
   const std::string descr = header_value(header, "descr");
-  if (descr != "'<f4'" && descr != "'=f4'")
+  const bool is_int64 = descr == "'<i8'" || descr == "'=i8'";
+  if (descr != "'<f4'" && descr != "'=f4'" && !is_int64)
     throw fail("has dtype " + (descr.empty() ? std::string("(unknown)") : descr) +
-               "; Tessera takes float32 ('<f4') arrays");
+               "; Tessera takes float32 ('<f4') arrays, and int64 ('<i8') for index inputs");
   if (header_value(header, "fortran_order") != "False")
     throw fail("is in Fortran order; save it C-contiguous (numpy.ascontiguousarray)");
   std::string shape_text = header_value(header, "shape");
@@ -87,12 +88,18 @@ NpyArray read_npy(const std::string& path) {
     pos = comma + 1;
   }
   const size_t data_start = header_start + header_len;
-  const size_t want = static_cast<size_t>(numel) * sizeof(float);
+  const size_t want = static_cast<size_t>(numel) * (is_int64 ? sizeof(int64_t) : sizeof(float));
   if (bytes.size() - data_start < want)
     throw fail("is truncated: " + std::to_string(bytes.size() - data_start) + " data bytes, " +
                std::to_string(want) + " expected");
-  array.data.resize(static_cast<size_t>(numel));
-  std::memcpy(array.data.data(), bytes.data() + data_start, want);
+  if (is_int64) {
+    array.dtype = "int64";
+    array.int64_data.resize(static_cast<size_t>(numel));
+    std::memcpy(array.int64_data.data(), bytes.data() + data_start, want);
+  } else {
+    array.data.resize(static_cast<size_t>(numel));
+    std::memcpy(array.data.data(), bytes.data() + data_start, want);
+  }
   return array;
 }
 

@@ -71,7 +71,8 @@ std::vector<NpyArray> gather_inputs(const RunArgs& a, const Model& model, Inputs
     } catch (const Error& e) {
       throw Error("input '" + name + "': " + e.what());
     }
-    inputs.emplace_back(name, TensorView{arrays.back().data.data(), arrays.back().shape});
+    inputs.emplace_back(
+        name, TensorView{arrays.back().bytes(), arrays.back().shape, arrays.back().dtype});
     given.push_back(name);
   }
   if (!a.inputs.empty()) return arrays;  // explicit inputs: the session checks them all
@@ -82,10 +83,18 @@ std::vector<NpyArray> gather_inputs(const RunArgs& a, const Model& model, Inputs
     r.shape = spec.shape;
     int64_t n = 1;
     for (int64_t d : spec.shape) n *= d;
-    r.data.resize(static_cast<size_t>(n));
-    for (float& v : r.data) v = uniform(rng);
+    if (spec.dtype == "int64") {
+      // Index inputs (token ids) get zeros: the one index valid for every
+      // axis size.
+      r.dtype = "int64";
+      r.int64_data.assign(static_cast<size_t>(n), 0);
+    } else {
+      r.data.resize(static_cast<size_t>(n));
+      for (float& v : r.data) v = uniform(rng);
+    }
     arrays.push_back(std::move(r));
-    inputs.emplace_back(spec.name, TensorView{arrays.back().data.data(), arrays.back().shape});
+    inputs.emplace_back(
+        spec.name, TensorView{arrays.back().bytes(), arrays.back().shape, arrays.back().dtype});
   }
   return arrays;
 }
@@ -115,7 +124,9 @@ Command add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto* sub = app.add_subcommand("run", "Run a compiled .tess model and time it");
   sub->add_option("model", args->model, ".tess model file")->required();
-  sub->add_option("--input", args->inputs, "NAME=FILE.npy (float32); random data when none given");
+  sub->add_option(
+      "--input", args->inputs,
+      "NAME=FILE.npy (float32, or int64 for index inputs); random data when none given");
   sub->add_option("--output-dir", args->output_dir, "Write each output as DIR/NAME.npy");
   sub->add_option("--threads", args->threads, "Worker threads (default: all cores)")
       ->check(CLI::Range(1, 4096));

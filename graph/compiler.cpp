@@ -90,8 +90,9 @@ void check_graph(const Graph& graph) {
     const TensorInfo& info = graph.tensors[static_cast<size_t>(t)];
     if (info.is_weight || available[static_cast<size_t>(t)])
       throw Error("graph input " + tensor_label(graph, t) + " is a weight or listed twice");
-    if (info.dtype != DType::Float32)
-      throw Error("graph input " + tensor_label(graph, t) + " must be float32");
+    // int64 inputs carry indices (token ids for an embedding Gather).
+    if (info.dtype != DType::Float32 && info.dtype != DType::Int64)
+      throw Error("graph input " + tensor_label(graph, t) + " must be float32 or int64");
     for (int64_t d : info.shape)
       if (d < 1) throw Error("graph input " + tensor_label(graph, t) + " has a dimension < 1");
     available[static_cast<size_t>(t)] = true;
@@ -104,12 +105,14 @@ void check_graph(const Graph& graph) {
       throw Error(where + ": unknown operator type");
     if (op.outputs.size() != 1) throw Error(where + ": must have exactly one output");
     std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
     for (int32_t t : op.inputs) {
       check_index(t, where);
       if (!available[static_cast<size_t>(t)])
         throw Error(where + ": input " + tensor_label(graph, t) +
                     " is not a graph input, a weight or the output of an earlier op");
       shapes.push_back(graph.tensors[static_cast<size_t>(t)].shape);
+      dtypes.push_back(graph.tensors[static_cast<size_t>(t)].dtype);
     }
     int32_t o = op.outputs[0];
     check_index(o, where);
@@ -118,6 +121,7 @@ void check_graph(const Graph& graph) {
       throw Error(where + ": output " + tensor_label(graph, o) +
                   " is already a graph input, a weight or another op's output");
     if (out.dtype != DType::Float32) throw Error(where + ": output must be float32");
+    check_operand_dtypes(op, dtypes, out.dtype);
     Shape inferred = infer_output_shape(op, shapes);
     if (inferred != out.shape)
       throw Error(where + ": output " + tensor_label(graph, o) + " has shape " +

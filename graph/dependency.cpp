@@ -324,6 +324,145 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       }
       break;
     }
+    case OpType::Transpose: {
+      need_inputs(op, in, 1, 1);
+      need_rank(op, in[0], out.rank());
+      if (a.perm.size() != out.rank()) fail(op, "dependency: perm has the wrong size");
+      // Output dim i is input dim perm[i]: the box is permuted back.
+      Region r = Region::whole(in[0]);
+      for (size_t i = 0; i < out.rank(); ++i) {
+        const auto p = static_cast<size_t>(a.perm[i]);
+        if (p >= out.rank()) fail(op, "dependency: bad perm");
+        r.begin[p] = out.begin[i];
+        r.end[p] = out.end[i];
+      }
+      add(deps, 0, r, in[0]);
+      break;
+    }
+    case OpType::Gather: {
+      need_inputs(op, in, 1, 2);
+      const Shape& data = in[0];
+      const auto axis = static_cast<size_t>(a.axis);
+      if (a.axis < 0 || axis >= data.size()) fail(op, "dependency: bad axis");
+      const Shape indices_shape = in.size() == 2 ? in[1] : Shape(a.indices_shape);
+      const size_t q = indices_shape.size();
+      if (out.rank() != data.size() - 1 + q) fail(op, "dependency: output rank does not match");
+      // Output dims [axis, axis + q) index the indices; the others map onto data.
+      Region ir{Shape(out.begin.begin() + axis, out.begin.begin() + axis + q),
+                Shape(out.end.begin() + axis, out.end.begin() + axis + q)};
+      Region dr = Region::whole(data);
+      for (size_t d = 0; d < axis; ++d) dr.begin[d] = out.begin[d], dr.end[d] = out.end[d];
+      for (size_t d = axis + 1; d < data.size(); ++d)
+        dr.begin[d] = out.begin[d - 1 + q], dr.end[d] = out.end[d - 1 + q];
+      if (in.size() == 2) {
+        // Indices known only at run time: any row of the data along the axis.
+        add(deps, 1, ir, in[1]);
+      } else {
+        // Constant indices: exactly the rows the region's indices name.
+        const int64_t n = data[axis];
+        int64_t lo = n, hi = 0;
+        std::vector<int64_t> idx = ir.begin;
+        if (static_cast<int64_t>(a.indices.size()) != shape_numel(indices_shape))
+          fail(op, "dependency: indices do not match indices_shape");
+        for (bool more = !ir.empty(); more;) {
+          int64_t v = a.indices[static_cast<size_t>(flat_index(idx, indices_shape))];
+          if (v < 0) v += n;
+          lo = std::min(lo, v);
+          hi = std::max(hi, v + 1);
+          more = false;
+          for (size_t d = q; d-- > 0;) {
+            if (++idx[d] < ir.end[d]) {
+              more = true;
+              break;
+            }
+            idx[d] = ir.begin[d];
+          }
+        }
+        dr.begin[axis] = lo;
+        dr.end[axis] = hi;
+      }
+      add(deps, 0, dr, data);
+      break;
+    }
+    case OpType::Sub:
+    case OpType::Div:
+    case OpType::Pow:
+    case OpType::Where:
+    case OpType::Expand:
+      need_inputs(op, in,
+                  op.type == OpType::Where    ? 3
+                  : op.type == OpType::Expand ? 1
+                                              : 2,
+                  op.type == OpType::Where    ? 3
+                  : op.type == OpType::Expand ? 1
+                                              : 2);
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i].size() > out.rank()) fail(op, "dependency: operand rank > output rank");
+        add(deps, static_cast<int32_t>(i), broadcast_map(out, in[i]), in[i]);
+      }
+      break;
+    case OpType::Sqrt:
+    case OpType::Erf:
+    case OpType::Tanh:
+    case OpType::Gelu:
+      need_inputs(op, in, 1, 1);
+      need_rank(op, in[0], out.rank());
+      add(deps, 0, out, in[0]);
+      break;
+    case OpType::ReduceMean: {
+      need_inputs(op, in, 1, 1);
+      // Whole reduced axes; the others follow the output (which lacks the
+      // reduced dims unless keepdims).
+      Region r = Region::whole(in[0]);
+      size_t o = 0;
+      for (size_t d = 0; d < in[0].size(); ++d) {
+        const bool reduced =
+            std::binary_search(a.axes.begin(), a.axes.end(), static_cast<int64_t>(d));
+        if (!reduced) {
+          if (o >= out.rank()) fail(op, "dependency: output rank does not match");
+          r.begin[d] = out.begin[o];
+          r.end[d] = out.end[o];
+        }
+        if (!reduced || a.keepdims) ++o;
+      }
+      if (o != out.rank()) fail(op, "dependency: output rank does not match");
+      add(deps, 0, r, in[0]);
+      break;
+    }
+    case OpType::LayerNormalization: {
+      need_inputs(op, in, 2, 3);
+      need_rank(op, in[0], out.rank());
+      const auto axis = static_cast<size_t>(a.axis);
+      if (a.axis < 0 || axis >= out.rank()) fail(op, "dependency: bad axis");
+      // Whole rows over the normalised dims [axis, rank) (the statistics);
+      // Scale and B only where the region lies in those dims.
+      Region r = out;
+      for (size_t d = axis; d < out.rank(); ++d) r.begin[d] = 0, r.end[d] = in[0][d];
+      add(deps, 0, r, in[0]);
+      const Region params{Shape(out.begin.begin() + a.axis, out.begin.end()),
+                          Shape(out.end.begin() + a.axis, out.end.end())};
+      for (size_t i = 1; i < in.size(); ++i) {
+        need_rank(op, in[i], params.rank());
+        add(deps, static_cast<int32_t>(i), params, in[i]);
+      }
+      break;
+    }
+    case OpType::Slice: {
+      need_inputs(op, in, 1, 1);
+      need_rank(op, in[0], out.rank());
+      if (a.starts.size() != out.rank() || a.steps.size() != out.rank())
+        fail(op, "dependency: starts/steps have the wrong size");
+      // Bounding box of the strided positions start + i * step, i in the region.
+      Region r = out;
+      for (size_t d = 0; d < out.rank(); ++d) {
+        const int64_t first = a.starts[d] + out.begin[d] * a.steps[d];
+        const int64_t last = a.starts[d] + (out.end[d] - 1) * a.steps[d];
+        r.begin[d] = std::min(first, last);
+        r.end[d] = std::max(first, last) + 1;
+      }
+      add(deps, 0, r, in[0]);
+      break;
+    }
     default:
       fail(op, "dependency: unsupported operator type");
   }

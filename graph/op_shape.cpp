@@ -263,6 +263,134 @@ Shape batch_norm_shape(const Operator& op, const std::vector<Shape>& in) {
   return x;
 }
 
+Shape transpose_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 1, 1);
+  const size_t rank = in[0].size();
+  const auto& perm = op.attrs.perm;
+  if (perm.size() != rank)
+    fail(op, "perm has " + std::to_string(perm.size()) + " entries for an input of rank " +
+                 std::to_string(rank));
+  std::vector<bool> seen(rank, false);
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t p = perm[i];
+    if (p < 0 || p >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(p)])
+      fail(op, "perm is not a permutation of the " + std::to_string(rank) + " input dims");
+    seen[static_cast<size_t>(p)] = true;
+    out[i] = in[0][static_cast<size_t>(p)];
+  }
+  return out;
+}
+
+Shape gather_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 1, 2);
+  const Shape& data = in[0];
+  const int64_t axis = op.attrs.axis;
+  if (axis < 0 || axis >= static_cast<int64_t>(data.size()))
+    fail(op, "axis " + std::to_string(axis) + " out of range for data of rank " +
+                 std::to_string(data.size()));
+  Shape indices_shape;
+  if (in.size() == 2) {
+    if (!op.attrs.indices.empty() || !op.attrs.indices_shape.empty())
+      fail(op, "has both an indices input and constant indices");
+    indices_shape = in[1];
+  } else {
+    indices_shape = op.attrs.indices_shape;
+    check_shape(op, indices_shape, "indices_shape");
+    if (static_cast<int64_t>(op.attrs.indices.size()) != shape_numel(indices_shape))
+      fail(op, "has " + std::to_string(op.attrs.indices.size()) + " constant indices for shape " +
+                   shape_to_string(indices_shape));
+    const int64_t n = data[static_cast<size_t>(axis)];
+    for (int64_t i : op.attrs.indices)
+      if (i < -n || i >= n)
+        fail(op, "index " + std::to_string(i) + " is out of range for axis " +
+                     std::to_string(axis) + " of size " + std::to_string(n));
+  }
+  Shape out(data.begin(), data.begin() + axis);
+  out.insert(out.end(), indices_shape.begin(), indices_shape.end());
+  out.insert(out.end(), data.begin() + axis + 1, data.end());
+  check_shape(op, out, "output");
+  return out;
+}
+
+Shape where_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 3, 3);
+  return broadcast_shapes(op, broadcast_shapes(op, in[0], in[1]), in[2]);
+}
+
+Shape expand_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 1, 1);
+  const Shape& ns = op.attrs.new_shape;
+  if (ns.empty()) fail(op, "new_shape is empty");
+  check_shape(op, ns, "new_shape");
+  if (in[0].size() > ns.size() || broadcast_shapes(op, in[0], ns) != ns)
+    fail(op, "input " + shape_to_string(in[0]) + " does not broadcast to new_shape " +
+                 shape_to_string(ns));
+  return ns;
+}
+
+Shape reduce_mean_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 1, 1);
+  const auto& axes = op.attrs.axes;
+  const auto rank = static_cast<int64_t>(in[0].size());
+  if (axes.empty()) fail(op, "axes is empty (the importer lists every reduced axis)");
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] < 0 || axes[i] >= rank || (i > 0 && axes[i] <= axes[i - 1]))
+      fail(op, "axes must be sorted, unique and in [0, " + std::to_string(rank) + ")");
+  Shape out;
+  for (int64_t d = 0; d < rank; ++d) {
+    const bool reduced = std::binary_search(axes.begin(), axes.end(), d);
+    if (!reduced)
+      out.push_back(in[0][static_cast<size_t>(d)]);
+    else if (op.attrs.keepdims)
+      out.push_back(1);
+  }
+  return out;
+}
+
+Shape layer_norm_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 2, 3);
+  const Shape& x = in[0];
+  const int64_t axis = op.attrs.axis;
+  if (axis < 0 || axis >= static_cast<int64_t>(x.size()))
+    fail(op, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(x.size()));
+  const Shape normalized(x.begin() + axis, x.end());
+  static const char* kNames[] = {"", "Scale", "B"};
+  for (size_t i = 1; i < in.size(); ++i)
+    if (in[i] != normalized)
+      fail(op, std::string(kNames[i]) + " must have shape " + shape_to_string(normalized) +
+                   " (X's dims from axis " + std::to_string(axis) + "), got " +
+                   shape_to_string(in[i]));
+  if (!(op.attrs.epsilon >= 0.0f)) fail(op, "epsilon must be >= 0");
+  return x;
+}
+
+Shape slice_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 1, 1);
+  const Shape& x = in[0];
+  const OpAttributes& a = op.attrs;
+  if (a.starts.size() != x.size() || a.steps.size() != x.size() || a.new_shape.size() != x.size())
+    fail(op, "starts, steps and new_shape must have one entry per input dim (" +
+                 std::to_string(x.size()) + ")");
+  check_shape(op, a.new_shape, "new_shape");
+  for (size_t d = 0; d < x.size(); ++d) {
+    const int64_t start = a.starts[d], step = a.steps[d], count = a.new_shape[d];
+    if (start < 0 || start >= x[d])
+      fail(op, "start " + std::to_string(start) + " is outside dim " + std::to_string(d) +
+                   " of size " + std::to_string(x[d]));
+    if (step == 0 || step < -kMaxDim || step > kMaxDim)
+      fail(op, "step " + std::to_string(step) + " of dim " + std::to_string(d) + " is invalid");
+    // The last index read, start + (count - 1) * step, must stay inside the
+    // dim; compared by division so that nothing overflows.
+    const int64_t room = step > 0 ? (x[d] - 1 - start) / step : start / -step;
+    if (count - 1 > room)
+      fail(op, std::to_string(count) + " elements with step " + std::to_string(step) + " from " +
+                   std::to_string(start) + " overrun dim " + std::to_string(d) + " of size " +
+                   std::to_string(x[d]));
+  }
+  return a.new_shape;
+}
+
 }  // namespace
 
 Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes) {
@@ -308,8 +436,44 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
       return softmax_shape(op, in);
     case OpType::BatchNormalization:
       return batch_norm_shape(op, in);
+    case OpType::Transpose:
+      return transpose_shape(op, in);
+    case OpType::Gather:
+      return gather_shape(op, in);
+    case OpType::Sub:
+    case OpType::Div:
+    case OpType::Pow:
+      check_input_count(op, in, 2, 2);
+      return broadcast_shapes(op, in[0], in[1]);
+    case OpType::Sqrt:
+    case OpType::Erf:
+    case OpType::Tanh:
+    case OpType::Gelu:
+      check_input_count(op, in, 1, 1);
+      return in[0];
+    case OpType::Where:
+      return where_shape(op, in);
+    case OpType::Expand:
+      return expand_shape(op, in);
+    case OpType::ReduceMean:
+      return reduce_mean_shape(op, in);
+    case OpType::LayerNormalization:
+      return layer_norm_shape(op, in);
+    case OpType::Slice:
+      return slice_shape(op, in);
   }
   fail(op, "unknown operator type " + std::to_string(static_cast<int>(op.type)));
+}
+
+void check_operand_dtypes(const Operator& op, const std::vector<DType>& inputs, DType output) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DType want = op.type == OpType::Gather && i == 1 ? DType::Int64 : DType::Float32;
+    if (inputs[i] != want)
+      fail(op, "input " + std::to_string(i) + " is " + std::string(dtype_name(inputs[i])) +
+                   " but must be " + std::string(dtype_name(want)));
+  }
+  if (output != DType::Float32)
+    fail(op, "output is " + std::string(dtype_name(output)) + " but must be float32");
 }
 
 }  // namespace tessera::graph

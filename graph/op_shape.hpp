@@ -4,6 +4,7 @@
 // against ONNX shape inference) and by the .tess reader's semantic checks.
 #include <vector>
 
+#include "graph/dtype.hpp"
 #include "graph/operator.hpp"
 #include "graph/shape.hpp"
 
@@ -12,5 +13,10 @@ namespace tessera::graph {
 // Throws tessera::Error naming the op when the input count, ranks or sizes do
 // not fit the op and its attributes.
 Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes);
+
+// Every op computes in float32; the one integer operand is Gather's indices
+// (input 1, int64). Throws tessera::Error naming the op otherwise: a kernel
+// must never read an operand with the wrong element size.
+void check_operand_dtypes(const Operator& op, const std::vector<DType>& inputs, DType output);
 
 }  // namespace tessera::graph

@@ -24,9 +24,23 @@ enum class OpType : uint16_t {
   Concat = 13,
   Softmax = 14,
   BatchNormalization = 15,  // folded into the preceding Conv when possible
+  Transpose = 16,
+  Gather = 17,
+  Sub = 18,
+  Div = 19,
+  Pow = 20,
+  Sqrt = 21,
+  Erf = 22,
+  Tanh = 23,
+  Where = 24,
+  Expand = 25,
+  ReduceMean = 26,
+  LayerNormalization = 27,
+  Slice = 28,
+  Gelu = 29,
 };
 
-inline constexpr OpType kLastOpType = OpType::BatchNormalization;
+inline constexpr OpType kLastOpType = OpType::Gelu;
 
 constexpr std::string_view op_type_name(OpType t) {
   switch (t) {
@@ -62,6 +76,34 @@ constexpr std::string_view op_type_name(OpType t) {
       return "Softmax";
     case OpType::BatchNormalization:
       return "BatchNormalization";
+    case OpType::Transpose:
+      return "Transpose";
+    case OpType::Gather:
+      return "Gather";
+    case OpType::Sub:
+      return "Sub";
+    case OpType::Div:
+      return "Div";
+    case OpType::Pow:
+      return "Pow";
+    case OpType::Sqrt:
+      return "Sqrt";
+    case OpType::Erf:
+      return "Erf";
+    case OpType::Tanh:
+      return "Tanh";
+    case OpType::Where:
+      return "Where";
+    case OpType::Expand:
+      return "Expand";
+    case OpType::ReduceMean:
+      return "ReduceMean";
+    case OpType::LayerNormalization:
+      return "LayerNormalization";
+    case OpType::Slice:
+      return "Slice";
+    case OpType::Gelu:
+      return "Gelu";
   }
   return "Unknown";
 }

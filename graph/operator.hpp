@@ -24,6 +24,24 @@ namespace tessera::graph {
 //  - BatchNormalization (inference form): inputs X, scale, B, mean, var; epsilon.
 //  - Conv, Gemm, MatMul: `activation` is an epilogue fused in by the compiler
 //    (applied after the bias; Clip uses clip_min/clip_max).
+//  - Transpose: perm has one entry per dim (ONNX's default, the reversed
+//    dims, filled in); output dim i is input dim perm[i].
+//  - Gather: axis non-negative. Indices are input 1 (an int64 arena tensor,
+//    e.g. token ids) or, when the importer found them constant, `indices`
+//    with shape `indices_shape` (input 1 absent). Negative indices count
+//    from the end; out-of-range ones fail the run.
+//  - Sub, Div, Pow: broadcasting like Add. Where: inputs (condition, X, Y),
+//    all broadcasting; the condition is float32, non-zero meaning true (the
+//    importer turns bool constants into 0/1 weights).
+//  - Expand and Slice: new_shape is the resolved output shape. Slice: starts
+//    and steps have one entry per input dim (untouched dims: start 0, step
+//    1), starts already clamped: output index i of dim d reads input index
+//    starts[d] + i * steps[d].
+//  - ReduceMean: axes non-negative, sorted, unique, never empty (ONNX's
+//    "all axes" default filled in); keepdims.
+//  - LayerNormalization: inputs X, Scale, optional B, both of shape
+//    X.shape[axis:]; axis non-negative; epsilon. Only output Y.
+//  - Gelu: gelu_tanh selects approximate = "tanh".
 // An elementwise activation fused into the op that produces its input.
 // Values are stored in `.tess` files: append, never renumber.
 enum class Activation : uint8_t { None = 0, Relu = 1, Clip = 2, Sigmoid = 3 };
@@ -48,6 +66,14 @@ struct OpAttributes {
   float epsilon = 1e-5f;
   std::vector<int64_t> new_shape;
   Activation activation = Activation::None;
+  std::vector<int64_t> perm;
+  std::vector<int64_t> indices;
+  std::vector<int64_t> indices_shape;
+  std::vector<int64_t> starts;
+  std::vector<int64_t> steps;
+  std::vector<int64_t> axes;
+  bool keepdims = true;
+  bool gelu_tanh = false;
 
   bool operator==(const OpAttributes&) const = default;
 };

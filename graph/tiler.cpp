@@ -59,6 +59,14 @@ bool follows_producer_tiling(OpType t) {
     case OpType::Mul:
     case OpType::BatchNormalization:
     case OpType::Concat:
+    case OpType::Sub:
+    case OpType::Div:
+    case OpType::Pow:
+    case OpType::Sqrt:
+    case OpType::Erf:
+    case OpType::Tanh:
+    case OpType::Where:
+    case OpType::Gelu:
       return true;
     default:
       return false;
@@ -90,7 +98,66 @@ std::vector<bool> splittable_dims(const Operator& op, const Shape& out) {
     size_t last = op.attrs.softmax_coerce_2d ? out.size() : axis + 1;
     for (size_t d = axis; d < last && d < out.size(); ++d) ok[d] = false;
   }
+  if (op.type == OpType::LayerNormalization)
+    for (size_t d = static_cast<size_t>(std::max<int64_t>(op.attrs.axis, 0)); d < out.size(); ++d)
+      ok[d] = false;
+  // A batched MatMul is cut over its batch dims (attention: batch x head)
+  // and then its rows (blocks of queries), never its columns: each tile of
+  // an attention head is then a path of its own (ASPEN §4.1's parallel paths).
+  if (op.type == OpType::MatMul && out.size() >= 3) ok.back() = false;
   return ok;
+}
+
+// The transformer ops (and batched MatMul) are cut on a grid over their
+// leading splittable dims: as many parts of the first as it allows, then the
+// next, up to `wanted` tiles; so a [batch, heads, tokens, d] tensor is cut
+// per batch x head first, then into blocks of tokens.
+// Elementwise ops that follow their producer's tiling (an attention mask
+// Add after a batched MatMul) follow its kind of tiling too, so that their
+// tiles line up per head; after a conv they keep the NCHW row tiling. The
+// search through chains of such ops is cut off after kMaxFollowDepth steps
+// (bounding the work on wide residual graphs).
+constexpr int kMaxFollowDepth = 8;
+
+bool uses_grid_tiling(const Graph& graph, int32_t op_index, int depth = 0) {
+  const Operator& op = graph.ops[static_cast<size_t>(op_index)];
+  const Shape& out = graph.tensors[static_cast<size_t>(op.outputs[0])].shape;
+  if (op.type == OpType::MatMul || op.type == OpType::Softmax) return out.size() >= 3;
+  if (static_cast<uint16_t>(op.type) > static_cast<uint16_t>(OpType::BatchNormalization))
+    return true;
+  if (!follows_producer_tiling(op.type) || depth >= kMaxFollowDepth) return false;
+  for (int32_t t : op.inputs)
+    for (int32_t p = op_index; p-- > 0;)
+      if (graph.ops[static_cast<size_t>(p)].outputs[0] == t) {
+        if (uses_grid_tiling(graph, p, depth + 1)) return true;
+        break;
+      }
+  return false;
+}
+
+std::vector<Region> grid_tiles(const Shape& out, const std::vector<bool>& ok, int64_t wanted) {
+  std::vector<std::pair<size_t, int64_t>> cuts;  // (dim, parts)
+  int64_t tiles = 1;
+  for (size_t d = 0; d < out.size() && tiles < wanted; ++d) {
+    if (!ok[d] || out[d] < 2) continue;
+    const int64_t parts = std::min(out[d], wanted / tiles);  // never more than wanted
+    if (parts < 2) break;
+    cuts.emplace_back(d, parts);
+    tiles *= parts;
+  }
+  std::vector<Region> regions{Region::whole(out)};
+  for (auto [d, parts] : cuts) {
+    std::vector<Region> next;
+    for (const Region& r : regions)
+      for (int64_t i = 0; i < parts; ++i) {
+        Region c = r;
+        c.begin[d] = i * out[d] / parts;
+        c.end[d] = (i + 1) * out[d] / parts;
+        next.push_back(std::move(c));
+      }
+    regions = std::move(next);
+  }
+  return regions;
 }
 
 std::vector<std::pair<int64_t, int64_t>> even_chunks(int64_t extent, int64_t parts) {
@@ -129,7 +196,9 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
   // own set of tiles; within one, runs of output rows across all channels.
   bool conv_or_pool =
       op.type == OpType::Conv || op.type == OpType::MaxPool || op.type == OpType::AveragePool;
-  bool spatial = out.size() == 4 && op.type != OpType::Softmax && (conv_or_pool || out[2] > 1);
+  const bool grid = uses_grid_tiling(graph, op_index);
+  bool spatial =
+      out.size() == 4 && op.type != OpType::Softmax && !grid && (conv_or_pool || out[2] > 1);
   if (spatial) {
     int64_t images = out[0];
     int64_t per_image = std::clamp<int64_t>((wanted + images - 1) / images, 1, out[2]);
@@ -145,6 +214,7 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
   }
 
   auto ok = splittable_dims(op, out);
+  if (grid) return grid_tiles(out, ok, wanted);
   int64_t dim = -1;
   if ((op.type == OpType::Gemm || op.type == OpType::MatMul) && out.size() == 2) {
     dim = out[0] > 1 ? 0 : 1;  // rows (tokens) first, else columns (features)

@@ -41,7 +41,7 @@ class RunRequest final : public scheduler::Request {
     }
   }
 
-  void copy_in(const graph::CompiledTensor& t, const float* data) {
+  void copy_in(const graph::CompiledTensor& t, const void* data) {
     std::memcpy(arena_.get() + t.arena_offset, data, static_cast<size_t>(t.byte_size()));
   }
 
@@ -135,6 +135,9 @@ std::optional<std::string> match_inputs(const ModelState& m, const Inputs& input
     if (view.shape != m.input_specs[i].shape)
       return "input '" + name + "' has shape " + graph::shape_to_string(view.shape) +
              " but the model expects " + graph::shape_to_string(m.input_specs[i].shape);
+    if (view.dtype != m.input_specs[i].dtype)
+      return "input '" + name + "' is " + view.dtype + " but the model expects " +
+             m.input_specs[i].dtype;
     if (view.data == nullptr && graph::shape_numel(view.shape) > 0)
       return "input '" + name + "' has no data (null pointer)";
     by_input[i] = &view;

@@ -1,5 +1,6 @@
-// Elementwise reference kernels: Relu, Sigmoid, Clip (same shape in and out)
-// and Add, Mul with multidirectional (numpy) broadcasting.
+// Elementwise reference kernels: Relu, Sigmoid, Clip, Sqrt, Erf, Tanh, Gelu
+// (same shape in and out); Add, Mul, Sub, Div, Pow and Where with
+// multidirectional (numpy) broadcasting.
 #include <algorithm>
 #include <cmath>
 
@@ -71,6 +72,20 @@ void binary_tile(const TileArgs& args, Fn&& fn) {
                   });
 }
 
+// Checks that every input broadcasts to the output (ranks right-aligned).
+void check_broadcast(const TileArgs& args) {
+  const graph::Shape& out_shape = *args.output.shape;
+  for (size_t i = 0; i < args.input_count; ++i) {
+    const graph::Shape& s = *args.inputs[i].shape;
+    bool ok = s.size() <= out_shape.size();
+    const size_t shift = ok ? out_shape.size() - s.size() : 0;
+    for (size_t d = 0; ok && d < s.size(); ++d) ok = s[d] == 1 || s[d] == out_shape[d + shift];
+    if (!ok)
+      fail(args, "input " + graph::shape_to_string(s) + " does not broadcast to output " +
+                     graph::shape_to_string(out_shape));
+  }
+}
+
 }  // namespace
 
 void relu(const TileArgs& args) {
@@ -95,6 +110,72 @@ void add(const TileArgs& args) {
 
 void mul(const TileArgs& args) {
   binary_tile(args, [](float x, float y) { return x * y; });
+}
+
+}  // namespace tessera::kernels::reference
+
+namespace tessera::kernels::reference {
+
+void sub(const TileArgs& args) {
+  binary_tile(args, [](float x, float y) { return x - y; });
+}
+
+void div(const TileArgs& args) {
+  binary_tile(args, [](float x, float y) { return x / y; });
+}
+
+void pow(const TileArgs& args) {
+  binary_tile(args, [](float x, float y) { return std::pow(x, y); });
+}
+
+void sqrt(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::sqrt(x); });
+}
+
+void erf(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::erf(x); });
+}
+
+void tanh(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::tanh(x); });
+}
+
+void gelu(const TileArgs& args) {
+  check_tile_args(args, 1, 1);
+  if (args.op->attrs.gelu_tanh) {
+    // approximate = "tanh": 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    unary_tile(args, [](float x) {
+      return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+    });
+  } else {
+    constexpr float kSqrtHalf = 0.7071067811865476f;
+    unary_tile(args, [](float x) { return 0.5f * x * (1.0f + std::erf(x * kSqrtHalf)); });
+  }
+}
+
+void where(const TileArgs& args) {
+  check_tile_args(args, 3, 3);
+  check_broadcast(args);
+  const graph::Shape& out_shape = *args.output.shape;
+  const std::vector<int64_t> out_strides = graph::shape_strides(out_shape);
+  const std::vector<int64_t> c_strides = broadcast_strides(*args.inputs[0].shape, out_shape);
+  const std::vector<int64_t> x_strides = broadcast_strides(*args.inputs[1].shape, out_shape);
+  const std::vector<int64_t> y_strides = broadcast_strides(*args.inputs[2].shape, out_shape);
+  // Step along the last dim (none for a rank-0 output).
+  auto last = [](const std::vector<int64_t>& v) { return v.empty() ? int64_t{0} : v.back(); };
+  const int64_t c_step = last(c_strides), x_step = last(x_strides), y_step = last(y_strides);
+  const float* c = args.inputs[0].data;
+  const float* x = args.inputs[1].data;
+  const float* y = args.inputs[2].data;
+  float* out = args.output.data;
+  for_each_row<4>(
+      *args.region, {out_strides.data(), c_strides.data(), x_strides.data(), y_strides.data()},
+      [&](const int64_t*, const std::array<int64_t, 4>& offsets, int64_t length) {
+        for (int64_t i = 0; i < length; ++i)
+          out[offsets[0] + i] = c[offsets[1] + i * c_step] != 0.0f ? x[offsets[2] + i * x_step]
+                                                                   : y[offsets[3] + i * y_step];
+      });
 }
 
 }  // namespace tessera::kernels::reference

@@ -48,4 +48,26 @@ void softmax(const TileArgs& args);
 // batch_norm.cpp — inference-form batch normalization over channel dim 1.
 void batch_normalization(const TileArgs& args);
 
+// elementwise.cpp — Sub, Div, Pow (broadcasting like Add), Sqrt, Erf, Tanh,
+// Gelu (exact or tanh form) and Where (condition non-zero = true).
+void sub(const TileArgs& args);
+void div(const TileArgs& args);
+void pow(const TileArgs& args);
+void sqrt(const TileArgs& args);
+void erf(const TileArgs& args);
+void tanh(const TileArgs& args);
+void gelu(const TileArgs& args);
+void where(const TileArgs& args);
+
+// index_ops.cpp — Transpose, Gather (indices from an int64 input or the
+// attributes), Expand (broadcast), Slice (strided box).
+void transpose(const TileArgs& args);
+void gather(const TileArgs& args);
+void expand(const TileArgs& args);
+void slice(const TileArgs& args);
+
+// normalization.cpp — ReduceMean and LayerNormalization.
+void reduce_mean(const TileArgs& args);
+void layer_normalization(const TileArgs& args);
+
 }  // namespace tessera::kernels::reference

@@ -31,7 +31,7 @@ using graph::OpType;
 using graph::Shape;
 
 constexpr int64_t kMinOpset = 11;
-constexpr int64_t kMaxOpset = 17;
+constexpr int64_t kMaxOpset = 21;
 
 // Errors are one line: ONNX's own messages may span several.
 std::string one_line(std::string text) {
@@ -157,7 +157,28 @@ class Importer {
                                                          "BatchNormalization",
                                                          "Constant",
                                                          "Identity",
-                                                         "Dropout"};
+                                                         "Dropout",
+                                                         "Transpose",
+                                                         "Gather",
+                                                         "Sub",
+                                                         "Div",
+                                                         "Pow",
+                                                         "Sqrt",
+                                                         "Erf",
+                                                         "Tanh",
+                                                         "Where",
+                                                         "Expand",
+                                                         "ReduceMean",
+                                                         "LayerNormalization",
+                                                         "Slice",
+                                                         "Gelu",
+                                                         "Unsqueeze",
+                                                         "Squeeze",
+                                                         "Cast",
+                                                         "Shape",
+                                                         "ConstantOfShape",
+                                                         "Range",
+                                                         "Equal"};
     return kOps.count(op) != 0;
   }
 
@@ -250,9 +271,11 @@ class Importer {
       const std::string what = "input " + in_quotes(in.name());
       if (!in.type().has_tensor_type()) fail(what + " is not a tensor");
       const auto& tt = in.type().tensor_type();
-      if (tt.elem_type() != onnx::TensorProto::FLOAT)
+      // int64 inputs carry indices (token ids for an embedding Gather).
+      const bool is_int64 = tt.elem_type() == onnx::TensorProto::INT64;
+      if (tt.elem_type() != onnx::TensorProto::FLOAT && !is_int64)
         fail(what + " has type " + type_name(tt.elem_type()) +
-             "; Tessera needs float32 activations");
+             "; Tessera needs float32 activations (or int64 indices)");
       if (!tt.has_shape()) fail(what + " has no shape; Tessera needs static shapes");
       Shape shape;
       for (int i = 0; i < tt.shape().dim_size(); ++i) {
@@ -268,6 +291,7 @@ class Importer {
         }
       }
       const int32_t t = add_tensor(in.name(), shape);
+      if (is_int64) graph_.tensors[t].dtype = DType::Int64;
       graph_.inputs.push_back(t);
       values_[in.name()] = Value{t, nullptr};
     }
@@ -537,8 +561,17 @@ class Importer {
     if (op == "Identity") return alias(node, name);
     if (op == "Dropout") return import_dropout(node, name);
     if (op == "Constant") return import_constant(node, name);
+    if (op == "Shape") return import_shape(node, name);
+    if (op == "ConstantOfShape") return import_constant_of_shape(node, name);
+    if (op == "Range") return import_range(node, name);
+    if (op == "Equal") return import_equal(node, name);
+    if (op == "Cast") return import_cast(node, name);
+    if (op == "Unsqueeze" || op == "Squeeze") return import_squeeze(node, name);
 
     graph::Operator o;
+    // Where reads its condition through a float 0/1 copy (emit_node).
+    onnx::NodeProto where_node;
+    const onnx::NodeProto* emit_node = &node;
     o.name = name;
     o.type = *graph::op_type_from_name(op);
     std::vector<int> data_inputs;  // ONNX input positions that become operator inputs
@@ -657,8 +690,117 @@ class Importer {
         data_inputs = {0, 1, 2, 3, 4};
         break;
       }
+      case OpType::Transpose: {
+        const auto rank = static_cast<int64_t>(shape_of(input(node, name, 0)).size());
+        std::vector<int64_t> reversed;
+        for (int64_t d = rank; d-- > 0;) reversed.push_back(d);
+        o.attrs.perm = attr_ints(node, name, "perm", reversed);
+        data_inputs = {0};
+        break;
+      }
+      case OpType::Gather: {
+        const auto rank = static_cast<int64_t>(shape_of(input(node, name, 0)).size());
+        o.attrs.axis = normalise_axis(node, name, attr_int(node, name, "axis", 0), rank);
+        const Value& indices = input(node, name, 1);
+        if (indices.constant) {
+          if (indices.constant->dtype != DType::Int64)
+            fail_node(node, name, "the indices " + in_quotes(node.input(1)) + " must be integers");
+          o.attrs.indices = indices.constant->ints;
+          o.attrs.indices_shape = indices.constant->shape;
+          data_inputs = {0};
+        } else {
+          data_inputs = {0, 1};  // an int64 model input (token ids)
+        }
+        break;
+      }
+      case OpType::Sub:
+      case OpType::Div:
+      case OpType::Pow:
+        data_inputs = {0, 1};
+        break;
+      case OpType::Sqrt:
+      case OpType::Erf:
+      case OpType::Tanh:
+        data_inputs = {0};
+        break;
+      case OpType::Gelu: {
+        const std::string approximate = attr_string(node, name, "approximate", "none");
+        if (approximate != "none" && approximate != "tanh")
+          fail_node(node, name,
+                    "attribute approximate = " + in_quotes(approximate) +
+                        " is not supported ('none' or 'tanh')");
+        o.attrs.gelu_tanh = approximate == "tanh";
+        data_inputs = {0};
+        break;
+      }
+      case OpType::Where: {
+        // Bool constants are read as float 0/1 (graph/operator.hpp).
+        const Value& condition = input(node, name, 0);
+        if (condition.constant && condition.constant->dtype == DType::Int64) {
+          auto c = std::make_shared<Constant>();
+          c->name = unused_name(node.input(0) + ".as_float");
+          c->shape = condition.constant->shape;
+          for (int64_t v : condition.constant->ints) c->floats.push_back(v != 0 ? 1.0f : 0.0f);
+          values_[c->name] = Value{-1, c};
+          where_node = node;
+          where_node.set_input(0, c->name);
+          emit_node = &where_node;
+        } else if (!condition.constant) {
+          fail_node(node, name,
+                    "the condition " + in_quotes(node.input(0)) +
+                        " is computed at run time; Tessera supports constant conditions "
+                        "(e.g. causal masks)");
+        }
+        data_inputs = {0, 1, 2};
+        break;
+      }
+      case OpType::Expand: {
+        const Shape& x = shape_of(input(node, name, 0));
+        const std::vector<int64_t> target = int_values(node, name, 1, "the shape");
+        o.attrs.new_shape = broadcast_or_fail(node, name, x, target);
+        data_inputs = {0};
+        break;
+      }
+      case OpType::ReduceMean: {
+        const Shape& x = shape_of(input(node, name, 0));
+        const auto rank = static_cast<int64_t>(x.size());
+        std::vector<int64_t> axes;
+        // ReduceMean-18 takes the axes as an optional input.
+        if (opset_ >= 18) {
+          if (has_input(node, 1)) axes = int_values(node, name, 1, "the axes");
+        } else {
+          axes = attr_ints(node, name, "axes", {});
+        }
+        o.attrs.keepdims = attr_int(node, name, "keepdims", 1) != 0;
+        if (axes.empty()) {
+          if (opset_ >= 18 && attr_int(node, name, "noop_with_empty_axes", 0) != 0)
+            return alias(node, name);
+          for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+        }
+        for (int64_t& a : axes) a = normalise_axis(node, name, a, rank);
+        std::sort(axes.begin(), axes.end());
+        if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+          fail_node(node, name, "the axes list an axis twice");
+        o.attrs.axes = axes;
+        data_inputs = {0};
+        break;
+      }
+      case OpType::LayerNormalization: {
+        const auto rank = static_cast<int64_t>(shape_of(input(node, name, 0)).size());
+        o.attrs.axis = normalise_axis(node, name, attr_int(node, name, "axis", -1), rank);
+        o.attrs.epsilon = attr_float(node, name, "epsilon", 1e-5f);
+        require_only_first_output(node, name,
+                                  "only the first output (Y) is supported: the Mean or "
+                                  "InvStdDev output is used");
+        data_inputs = has_input(node, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
+        break;
+      }
+      case OpType::Slice:
+        resolve_slice(node, name, o.attrs);
+        data_inputs = {0};
+        break;
     }
-    emit(node, name, std::move(o), data_inputs);
+    emit(*emit_node, name, std::move(o), data_inputs);
   }
 
   std::vector<int64_t> resolve_reshape(const onnx::NodeProto& node, const std::string& name) const {
@@ -703,6 +845,317 @@ class Importer {
                 "cannot reshape " + graph::shape_to_string(x) + " (" + std::to_string(total) +
                     " elements) to " + graph::shape_to_string(shape));
     return shape;
+  }
+
+  // --- shape computations, folded at import ----------------------------------
+  // PyTorch exports compute reshape targets from Shape, Gather, Unsqueeze,
+  // Concat, ConstantOfShape, Range... With static shapes all of it is known
+  // here, so it folds into int64 constants instead of becoming operators.
+
+  // Largest element count a folded constant may have (bounds import memory).
+  static constexpr int64_t kMaxFoldedElements = int64_t{1} << 28;
+
+  // A 1-D or scalar int64 constant input's values.
+  std::vector<int64_t> int_values(const onnx::NodeProto& node, const std::string& name, int i,
+                                  const std::string& what) const {
+    const Value& v = input(node, name, i);
+    if (!v.constant || v.constant->dtype != DType::Int64)
+      fail_node(node, name,
+                what + " (input " + in_quotes(node.input(i)) +
+                    ") must be an int64 constant (an initializer, a Constant node or computed "
+                    "from constants and static shapes)");
+    if (v.constant->shape.size() > 1) fail_node(node, name, what + " must be 1-D or a scalar");
+    return v.constant->ints;
+  }
+
+  // numpy broadcast of two shapes, or a node error.
+  Shape broadcast_or_fail(const onnx::NodeProto& node, const std::string& name, const Shape& a,
+                          const Shape& b) const {
+    const size_t rank = std::max(a.size(), b.size());
+    Shape out(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+      const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+      if (da != db && da != 1 && db != 1)
+        fail_node(node, name,
+                  "shapes " + graph::shape_to_string(a) + " and " + graph::shape_to_string(b) +
+                      " cannot be broadcast together");
+      out[i] = da == 1 ? db : da;
+    }
+    return out;
+  }
+
+  // For every element of the broadcast shape, the flat index into a and b.
+  static std::vector<std::pair<size_t, size_t>> broadcast_pairs(const Shape& a, const Shape& b,
+                                                                const Shape& out) {
+    std::vector<std::pair<size_t, size_t>> pairs;
+    const size_t rank = out.size();
+    auto strides_in = [&](const Shape& s) {
+      std::vector<int64_t> st(rank, 0);
+      const auto dense = graph::shape_strides(s);
+      for (size_t d = 0; d < s.size(); ++d)
+        if (s[d] != 1) st[d + rank - s.size()] = dense[d];
+      return st;
+    };
+    const auto sa = strides_in(a), sb = strides_in(b);
+    std::vector<int64_t> index(rank, 0);
+    const int64_t n = graph::shape_numel(out);
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t fa = 0, fb = 0;
+      for (size_t d = 0; d < rank; ++d) fa += index[d] * sa[d], fb += index[d] * sb[d];
+      pairs.emplace_back(static_cast<size_t>(fa), static_cast<size_t>(fb));
+      for (size_t d = rank; d-- > 0;) {
+        if (++index[d] < out[d]) break;
+        index[d] = 0;
+      }
+    }
+    return pairs;
+  }
+
+  std::string unused_name(const std::string& base) const {
+    std::string n = base;
+    for (int i = 1; values_.count(n) || used_names_.count(n); ++i)
+      n = base + "_" + std::to_string(i);
+    return n;
+  }
+
+  void define_constant(const onnx::NodeProto& node, const std::string& name,
+                       std::shared_ptr<Constant> c) {
+    if (graph::shape_numel(c->shape) > kMaxFoldedElements)
+      fail_node(node, name, "folds to a constant of more than 2^28 elements");
+    c->name = node.output(0);
+    c->tensor = -1;
+    values_[node.output(0)] = Value{-1, std::move(c)};
+  }
+
+  void import_shape(const onnx::NodeProto& node, const std::string& name) {
+    const Shape& x = shape_of(input(node, name, 0));
+    const auto rank = static_cast<int64_t>(x.size());
+    // Shape-15's start/end: negative counts from the back, then clamped.
+    auto clamp_dim = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+    const int64_t start = clamp_dim(attr_int(node, name, "start", 0));
+    const int64_t end = std::max(start, clamp_dim(attr_int(node, name, "end", rank)));
+    auto c = std::make_shared<Constant>();
+    c->dtype = DType::Int64;
+    c->ints.assign(x.begin() + start, x.begin() + end);
+    c->shape = {end - start};
+    define_constant(node, name, std::move(c));
+  }
+
+  void import_constant_of_shape(const onnx::NodeProto& node, const std::string& name) {
+    const std::vector<int64_t> dims = int_values(node, name, 0, "the shape");
+    int64_t count = 1;
+    for (int64_t d : dims) {
+      if (d < 0) fail_node(node, name, "the shape has the negative entry " + std::to_string(d));
+      if (d > kMaxFoldedElements || (count *= d) > kMaxFoldedElements)
+        fail_node(node, name, "folds to a constant of more than 2^28 elements");
+    }
+    auto c = std::make_shared<Constant>();  // ONNX's default value: float 0
+    if (const auto* a = find_attr(node, "value")) {
+      check_attr_type(node, name, *a, onnx::AttributeProto::TENSOR);
+      auto v = constant_from_tensor(a->t(), "node " + in_quotes(name) + " value");
+      if (graph::shape_numel(v->shape) != 1)
+        fail_node(node, name, "attribute 'value' must hold exactly one element");
+      c->dtype = v->dtype;
+      if (v->dtype == DType::Int64)
+        c->ints.assign(static_cast<size_t>(count), v->ints[0]);
+      else
+        c->floats.assign(static_cast<size_t>(count), v->floats[0]);
+    } else {
+      c->floats.assign(static_cast<size_t>(count), 0.0f);
+    }
+    c->shape = dims;
+    define_constant(node, name, std::move(c));
+  }
+
+  // A scalar constant input as double, for Range.
+  double scalar_value(const onnx::NodeProto& node, const std::string& name, int i) const {
+    const Value& v = input(node, name, i);
+    if (!v.constant || graph::shape_numel(v.constant->shape) != 1)
+      fail_node(node, name, "input " + in_quotes(node.input(i)) + " must be a scalar constant");
+    return v.constant->dtype == DType::Int64 ? static_cast<double>(v.constant->ints[0])
+                                             : static_cast<double>(v.constant->floats[0]);
+  }
+
+  void import_range(const onnx::NodeProto& node, const std::string& name) {
+    const double start = scalar_value(node, name, 0);
+    const double limit = scalar_value(node, name, 1);
+    const double delta = scalar_value(node, name, 2);
+    if (delta == 0) fail_node(node, name, "delta must not be 0");
+    const double steps = std::ceil((limit - start) / delta);
+    if (steps > static_cast<double>(kMaxFoldedElements))
+      fail_node(node, name, "folds to a constant of more than 2^28 elements");
+    const auto count = static_cast<int64_t>(std::max(0.0, steps));
+    auto c = std::make_shared<Constant>();
+    c->dtype = input(node, name, 0).constant->dtype;
+    c->shape = {count};
+    for (int64_t k = 0; k < count; ++k) {
+      if (c->dtype == DType::Int64)
+        c->ints.push_back(static_cast<int64_t>(start) + k * static_cast<int64_t>(delta));
+      else
+        c->floats.push_back(static_cast<float>(start + static_cast<double>(k) * delta));
+    }
+    define_constant(node, name, std::move(c));
+  }
+
+  void import_equal(const onnx::NodeProto& node, const std::string& name) {
+    const Value& a = input(node, name, 0);
+    const Value& b = input(node, name, 1);
+    if (!a.constant || !b.constant)
+      fail_node(node, name,
+                "is supported only on constants (shape computations); Tessera has no bool "
+                "activations");
+    if (a.constant->dtype != b.constant->dtype)
+      fail_node(node, name, "compares tensors of different types");
+    auto c = std::make_shared<Constant>();
+    c->dtype = DType::Int64;  // bool, as 0/1
+    c->shape = broadcast_or_fail(node, name, a.constant->shape, b.constant->shape);
+    for (auto [i, j] : broadcast_pairs(a.constant->shape, b.constant->shape, c->shape))
+      c->ints.push_back(a.constant->dtype == DType::Int64
+                            ? a.constant->ints[i] == b.constant->ints[j]
+                            : a.constant->floats[i] == b.constant->floats[j]);
+    define_constant(node, name, std::move(c));
+  }
+
+  void import_cast(const onnx::NodeProto& node, const std::string& name) {
+    const int64_t to = attr_int(node, name, "to", 0);
+    const bool to_float = to == onnx::TensorProto::FLOAT;
+    const bool to_int = to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 ||
+                        to == onnx::TensorProto::BOOL;
+    const std::string target = type_name(static_cast<int32_t>(to));
+    const Value& v = input(node, name, 0);
+    if (!v.constant) {
+      const DType from = graph_.tensors[v.tensor].dtype;
+      if (to_float && from == DType::Float32) return alias(node, name);
+      fail_node(node, name,
+                "casts the computed tensor " + in_quotes(node.input(0)) + " (" +
+                    std::string(graph::dtype_name(from)) + ") to " + target +
+                    "; Tessera casts constants, and float32 only to float32");
+    }
+    if (!to_float && !to_int)
+      fail_node(node, name,
+                "casting to " + target +
+                    " is not supported (float32, int64, int32 or "
+                    "bool constants only)");
+    const Constant& from = *v.constant;
+    auto c = std::make_shared<Constant>();
+    c->shape = from.shape;
+    if (to_float) {
+      c->floats = from.floats;
+      if (from.dtype == DType::Int64)
+        for (int64_t x : from.ints) c->floats.push_back(static_cast<float>(x));
+    } else {
+      c->dtype = DType::Int64;
+      const bool to_bool = to == onnx::TensorProto::BOOL;
+      c->ints = from.ints;
+      for (float x : from.floats) {
+        if (!std::isfinite(x) || std::fabs(x) >= 9.2e18f)
+          fail_node(node, name, "cannot cast the value " + std::to_string(x) + " to " + target);
+        c->ints.push_back(static_cast<int64_t>(x));
+      }
+      if (to_bool)
+        for (int64_t& x : c->ints) x = x != 0;
+    }
+    define_constant(node, name, std::move(c));
+  }
+
+  // Unsqueeze and Squeeze only change the shape: a constant gets the new
+  // shape, an activation a Reshape.
+  void import_squeeze(const onnx::NodeProto& node, const std::string& name) {
+    const bool unsqueeze = node.op_type() == "Unsqueeze";
+    const Value& x = input(node, name, 0);
+    const Shape& in = shape_of(x);
+    std::vector<int64_t> axes;
+    if (opset_ >= 13) {  // axes became an input in opset 13
+      if (has_input(node, 1)) axes = int_values(node, name, 1, "the axes");
+    } else {
+      axes = attr_ints(node, name, "axes", {});
+    }
+    const auto rank = static_cast<int64_t>(in.size());
+    const int64_t out_rank = unsqueeze ? rank + static_cast<int64_t>(axes.size()) : rank;
+    for (int64_t& a : axes) a = normalise_axis(node, name, a, out_rank);
+    std::sort(axes.begin(), axes.end());
+    if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+      fail_node(node, name, "the axes list an axis twice");
+    Shape out;
+    if (unsqueeze) {
+      if (axes.empty()) fail_node(node, name, "needs axes");
+      size_t next = 0;
+      for (int64_t d = 0; d < out_rank; ++d)
+        out.push_back(std::binary_search(axes.begin(), axes.end(), d) ? 1 : in[next++]);
+    } else {
+      for (int64_t d = 0; d < rank; ++d) {
+        const bool listed = std::binary_search(axes.begin(), axes.end(), d);
+        if (listed && in[d] != 1)
+          fail_node(
+              node, name,
+              "cannot squeeze axis " + std::to_string(d) + " of size " + std::to_string(in[d]));
+        if (!(listed || (axes.empty() && in[d] == 1))) out.push_back(in[d]);
+      }
+    }
+    if (x.constant) {
+      auto c = std::make_shared<Constant>(*x.constant);
+      c->shape = out;
+      define_constant(node, name, std::move(c));
+      return;
+    }
+    graph::Operator o;
+    o.name = name;
+    o.type = OpType::Reshape;
+    o.attrs.new_shape = out;
+    emit(node, name, std::move(o), {0});
+  }
+
+  // Slice's constant starts/ends/axes/steps resolved with ONNX's clamping
+  // into one start, step and element count per input dim.
+  void resolve_slice(const onnx::NodeProto& node, const std::string& name,
+                     graph::OpAttributes& a) const {
+    const Shape& x = shape_of(input(node, name, 0));
+    const auto rank = static_cast<int64_t>(x.size());
+    const std::vector<int64_t> starts = int_values(node, name, 1, "starts");
+    const std::vector<int64_t> ends = int_values(node, name, 2, "ends");
+    std::vector<int64_t> axes;
+    if (has_input(node, 3)) {
+      axes = int_values(node, name, 3, "axes");
+    } else {
+      for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+    }
+    const std::vector<int64_t> steps = has_input(node, 4) ? int_values(node, name, 4, "steps")
+                                                          : std::vector<int64_t>(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() ||
+        steps.size() != starts.size())
+      fail_node(node, name, "starts, ends, axes and steps must have the same length");
+    a.starts.assign(x.size(), 0);
+    a.steps.assign(x.size(), 1);
+    a.new_shape = x;
+    std::vector<bool> seen(x.size(), false);
+    for (size_t k = 0; k < starts.size(); ++k) {
+      const auto d = static_cast<size_t>(normalise_axis(node, name, axes[k], rank));
+      if (seen[d]) fail_node(node, name, "the axes list axis " + std::to_string(d) + " twice");
+      seen[d] = true;
+      const int64_t dim = x[d], step = steps[k];
+      if (step == 0) fail_node(node, name, "a step is 0");
+      int64_t start = starts[k] < 0 ? starts[k] + dim : starts[k];
+      int64_t end = ends[k] < 0 ? ends[k] + dim : ends[k];
+      int64_t count = 0;
+      if (step > 0) {
+        start = std::clamp<int64_t>(start, 0, dim);
+        end = std::clamp<int64_t>(end, 0, dim);
+        if (end > start) count = (end - start - 1) / step + 1;
+      } else {
+        start = std::clamp<int64_t>(start, -1, dim - 1);
+        end = std::clamp<int64_t>(end, -1, dim - 1);
+        const int64_t magnitude = step == INT64_MIN ? INT64_MAX : -step;
+        if (start > end) count = (start - end - 1) / magnitude + 1;
+      }
+      if (count == 0)
+        fail_node(node, name,
+                  "selects no elements along axis " + std::to_string(d) +
+                      "; Tessera does not support empty tensors");
+      a.starts[d] = start;
+      a.steps[d] = count == 1 ? 1 : step;  // one element: any step reads the same
+      a.new_shape[d] = count;
+    }
   }
 
   void alias(const onnx::NodeProto& node, const std::string& name) {
@@ -756,12 +1209,12 @@ class Importer {
 
   // The output shape the file declares (value_info or graph output), where
   // it declares one, must be ours.
-  void check_declared(const onnx::NodeProto& node, const std::string& name,
-                      const Shape& ours) const {
+  void check_declared(const onnx::NodeProto& node, const std::string& name, const Shape& ours,
+                      bool integer_constant) const {
     auto it = declared_.find(node.output(0));
     if (it == declared_.end() || !it->second->has_tensor_type()) return;
     const auto& tt = it->second->tensor_type();
-    if (tt.elem_type() != 0 && tt.elem_type() != onnx::TensorProto::FLOAT)
+    if (!integer_constant && tt.elem_type() != 0 && tt.elem_type() != onnx::TensorProto::FLOAT)
       fail_node(node, name,
                 "output " + in_quotes(node.output(0)) + " is declared " +
                     type_name(tt.elem_type()) + "; Tessera needs float32 activations");
@@ -797,6 +1250,12 @@ class Importer {
     // libonnx 1.12 predates ONNX's ceil_mode rule that drops a last window
     // starting in the right padding (graph/op_shape.cpp follows the rule).
     if ((o.type == OpType::MaxPool || o.type == OpType::AveragePool) && o.attrs.ceil_mode) return;
+    // Past the newest opset this libonnx knows, an op may have a newer
+    // version it lacks (ReduceMean-18's axes input, Gelu-20): Tessera's own
+    // shape function is then the only check.
+    const auto& versions = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+    const auto known = versions.find(onnx::ONNX_DOMAIN);
+    if (known == versions.end() || opset_ > known->second.second) return;
     const auto* schema =
         onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
     if (!schema || !schema->has_type_and_shape_inference_function()) return;
@@ -808,13 +1267,14 @@ class Importer {
     for (int i = 0; i < node.input_size(); ++i) {
       if (!has_input(node, i)) continue;
       const Value& v = values_.at(node.input(i));
-      const bool is_int = v.constant && v.constant->dtype == DType::Int64;
+      const bool is_int = v.constant ? v.constant->dtype == DType::Int64
+                                     : graph_.tensors[v.tensor].dtype == DType::Int64;
       auto* tt = types[i].mutable_tensor_type();
       tt->set_elem_type(is_int ? onnx::TensorProto::INT64 : onnx::TensorProto::FLOAT);
       auto* shape = tt->mutable_shape();
       for (int64_t d : shape_of(v)) shape->add_dim()->set_dim_value(d);
       types_by_name[node.input(i)] = &types[i];
-      if (is_int) {  // Reshape's shape: ONNX needs the values
+      if (is_int && v.constant) {  // Reshape's shape: ONNX needs the values
         onnx::TensorProto& t = data.emplace_back();
         t.set_data_type(onnx::TensorProto::INT64);
         for (int64_t d : v.constant->shape) t.add_dims(d);
@@ -842,16 +1302,25 @@ class Importer {
     std::vector<const Value*> ins;
     std::vector<Shape> shapes;
     bool all_constant = true;
+    int first_integer = -1;  // an int64 constant read as data, if any
     for (int i : positions) {
       const Value& v = input(node, name, i);
-      if (v.constant && v.constant->dtype != DType::Float32)
+      if (v.constant && v.constant->dtype != DType::Float32 && first_integer < 0) first_integer = i;
+      if (!v.constant && graph_.tensors[v.tensor].dtype != DType::Float32 &&
+          !(o.type == OpType::Gather && i == 1))
         fail_node(node, name,
-                  "reads the int64 constant " + in_quotes(node.input(i)) +
-                      " as data; Tessera computes in float32");
+                  "reads the int64 input " + in_quotes(node.input(i)) +
+                      " as data; Tessera uses int64 inputs only as Gather indices");
       ins.push_back(&v);
       shapes.push_back(shape_of(v));
       all_constant = all_constant && v.constant;
     }
+    // Integer constants fold (shape computations); as operands of run-time
+    // operators they are not supported.
+    if (first_integer >= 0 && !all_constant)
+      fail_node(node, name,
+                "reads the int64 constant " + in_quotes(node.input(first_integer)) +
+                    " as data; Tessera computes in float32");
     Shape out;
     try {
       out = graph::infer_output_shape(o, shapes);
@@ -859,10 +1328,11 @@ class Importer {
       fail_node(node, name, e.what());
     }
     check_onnx_inference(node, name, o, out);
-    check_declared(node, name, out);
+    check_declared(node, name, out, first_integer >= 0);
     const std::string& out_name = node.output(0);
     if (all_constant) {
-      values_[out_name] = Value{-1, fold(node, name, o, ins, out)};
+      values_[out_name] = Value{-1, first_integer >= 0 ? fold_integers(node, name, o, ins, out)
+                                                       : fold(node, name, o, ins, out)};
       return;
     }
     for (const Value* v : ins) o.inputs.push_back(materialise(node, name, *v));
@@ -870,6 +1340,85 @@ class Importer {
     o.outputs.push_back(t);
     values_[out_name] = Value{t, nullptr};
     graph_.ops.push_back(std::move(o));
+  }
+
+  // Folds an op over int64 constants (shape arithmetic and index plumbing):
+  // Add/Sub/Mul/Div in int64; data movement through the float reference
+  // kernels, exact because every value is checked to be at most 2^24.
+  std::shared_ptr<Constant> fold_integers(const onnx::NodeProto& node, const std::string& name,
+                                          const graph::Operator& o,
+                                          const std::vector<const Value*>& ins,
+                                          const Shape& out_shape) const {
+    const bool arithmetic = o.type == OpType::Add || o.type == OpType::Sub ||
+                            o.type == OpType::Mul || o.type == OpType::Div;
+    if (arithmetic) {
+      const Constant& a = *ins[0]->constant;
+      const Constant& b = *ins[1]->constant;
+      if (a.dtype != DType::Int64 || b.dtype != DType::Int64)
+        fail_node(node, name, "mixes int64 and float32 operands");
+      auto c = std::make_shared<Constant>();
+      c->dtype = DType::Int64;
+      c->name = node.output(0);
+      c->shape = out_shape;
+      for (auto [i, j] : broadcast_pairs(a.shape, b.shape, out_shape)) {
+        const int64_t x = a.ints[i], y = b.ints[j];
+        int64_t r = 0;
+        bool ok = true;
+        switch (o.type) {
+          case OpType::Add:
+            ok = !__builtin_add_overflow(x, y, &r);
+            break;
+          case OpType::Sub:
+            ok = !__builtin_sub_overflow(x, y, &r);
+            break;
+          case OpType::Mul:
+            ok = !__builtin_mul_overflow(x, y, &r);
+            break;
+          default:  // Div truncates toward zero, like C
+            ok = y != 0 && !(x == INT64_MIN && y == -1);
+            r = ok ? x / y : 0;
+        }
+        if (!ok) fail_node(node, name, "int64 overflow or division by zero while folding");
+        c->ints.push_back(r);
+      }
+      return c;
+    }
+    const bool data_movement = o.type == OpType::Gather || o.type == OpType::Concat ||
+                               o.type == OpType::Slice || o.type == OpType::Expand ||
+                               o.type == OpType::Where || o.type == OpType::Transpose ||
+                               o.type == OpType::Reshape || o.type == OpType::Flatten;
+    if (!data_movement)
+      fail_node(node, name, "reads int64 constants as data; Tessera computes in float32");
+    constexpr int64_t kExact = int64_t{1} << 24;  // every int of this size is an exact float
+    std::vector<Value> as_float;
+    as_float.reserve(ins.size());
+    for (const Value* v : ins) {
+      const Constant& from = *v->constant;
+      auto c = std::make_shared<Constant>(from);
+      if (from.dtype == DType::Int64) {
+        c->dtype = DType::Float32;
+        c->ints.clear();
+        for (int64_t x : from.ints) {
+          if (x < -kExact || x > kExact)
+            fail_node(node, name,
+                      "cannot fold the int64 value " + std::to_string(x) +
+                          " (Tessera folds integer data up to 2^24)");
+          c->floats.push_back(static_cast<float>(x));
+        }
+      }
+      as_float.push_back(Value{-1, std::move(c)});
+    }
+    std::vector<const Value*> pointers;
+    for (const Value& v : as_float) pointers.push_back(&v);
+    auto c = fold(node, name, o, pointers, out_shape);
+    // The result has the type of the data: Where's X (input 1), else input 0.
+    const DType result = ins[o.type == OpType::Where ? 1 : 0]->constant->dtype;
+    if (result == DType::Int64) {
+      c->dtype = DType::Int64;
+      for (float x : c->floats) c->ints.push_back(static_cast<int64_t>(x));
+      c->floats.clear();
+    }
+    return c;
   }
 
   // Constant folding: run the reference kernel over the whole output.
@@ -880,7 +1429,9 @@ class Importer {
     c->name = node.output(0);
     c->shape = out_shape;
     if (o.type == OpType::Reshape || o.type == OpType::Flatten) {
+      c->dtype = ins[0]->constant->dtype;
       c->floats = ins[0]->constant->floats;  // same row-major data
+      c->ints = ins[0]->constant->ints;
       return c;
     }
     const auto kernel = kernels::find_tile_kernel(o.type, "reference");

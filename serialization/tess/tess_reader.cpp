@@ -80,7 +80,25 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::MatMul:
     case OpType::Add:
     case OpType::Mul:
+    case OpType::Sub:
+    case OpType::Div:
+    case OpType::Pow:
       return {2, 2};
+    case OpType::Transpose:
+    case OpType::Sqrt:
+    case OpType::Erf:
+    case OpType::Tanh:
+    case OpType::Gelu:
+    case OpType::Expand:
+    case OpType::ReduceMean:
+    case OpType::Slice:
+      return {1, 1};
+    case OpType::Gather:
+      return {1, 2};
+    case OpType::Where:
+      return {3, 3};
+    case OpType::LayerNormalization:
+      return {2, 3};
     case OpType::Relu:
     case OpType::Clip:
     case OpType::Sigmoid:
@@ -337,6 +355,7 @@ class TessLoader {
              " outputs; every op has exactly 1");
 
       std::vector<Shape> input_shapes;
+      std::vector<graph::DType> input_dtypes;
       for (size_t k = 0; k < op.inputs.size(); ++k) {
         int32_t t = tensor_index(op.inputs[k], op_label(o) + " input " + std::to_string(k));
         if (graph_.tensors[t].storage == graph::TensorStorage::Arena && writer[t] < 0 &&
@@ -345,6 +364,7 @@ class TessLoader {
                ", which no earlier op writes and which is not a model input "
                "(ops out of topological order, or a dangling tensor)");
         input_shapes.push_back(graph_.tensors[t].shape);
+        input_dtypes.push_back(graph_.tensors[t].dtype);
       }
       int32_t out = tensor_index(op.outputs[0], op_label(o) + " output 0");
       if (graph_.tensors[out].storage != graph::TensorStorage::Arena)
@@ -359,6 +379,9 @@ class TessLoader {
 
       Shape expected;
       try {
+        // Element types first: a kernel reading an operand of the wrong
+        // element size would read past it.
+        graph::check_operand_dtypes(op, input_dtypes, graph_.tensors[out].dtype);
         expected = graph::infer_output_shape(op, input_shapes);
       } catch (const Error& e) {
         fail("op " + std::to_string(o) + ": " + printable_line(e.what()));
@@ -406,6 +429,14 @@ class TessLoader {
     if (fa->activation() > static_cast<uint8_t>(graph::kLastActivation))
       fail("unknown fused activation " + std::to_string(fa->activation()));
     a.activation = static_cast<graph::Activation>(fa->activation());
+    a.perm = vector_of(fa->perm());
+    a.indices = vector_of(fa->indices());
+    a.indices_shape = vector_of(fa->indices_shape());
+    a.starts = vector_of(fa->starts());
+    a.steps = vector_of(fa->steps());
+    a.axes = vector_of(fa->axes());
+    a.keepdims = fa->keepdims();
+    a.gelu_tanh = fa->gelu_tanh();
   }
 
   void read_model_io() {
@@ -416,6 +447,13 @@ class TessLoader {
         if (graph_.tensors[t].storage != graph::TensorStorage::Arena)
           fail(std::string("model ") + what + " " + std::to_string(k) + " is weight " +
                tensor_label(t) + "; model inputs and outputs live in the arena");
+        // The runtime copies inputs and outputs by these element types.
+        const graph::DType dtype = graph_.tensors[t].dtype;
+        const bool input = std::string_view(what) == "input";
+        if (dtype != graph::DType::Float32 && !(input && dtype == graph::DType::Int64))
+          fail(std::string("model ") + what + " " + std::to_string(k) + " " + tensor_label(t) +
+               " is " + std::string(graph::dtype_name(dtype)) + "; model " + what +
+               "s must be float32" + (input ? " or int64" : ""));
       }
       return out;
     };

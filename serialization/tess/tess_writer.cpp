@@ -35,10 +35,17 @@ flatbuffers::Offset<fb::OpAttributes> write_attributes(flatbuffers::FlatBufferBu
   auto pads = fbb.CreateVector(a.pads);
   auto dilations = fbb.CreateVector(a.dilations);
   auto new_shape = fbb.CreateVector(a.new_shape);
+  auto perm = fbb.CreateVector(a.perm);
+  auto indices = fbb.CreateVector(a.indices);
+  auto indices_shape = fbb.CreateVector(a.indices_shape);
+  auto starts = fbb.CreateVector(a.starts);
+  auto steps = fbb.CreateVector(a.steps);
+  auto axes = fbb.CreateVector(a.axes);
   return fb::CreateOpAttributes(fbb, kernel_shape, strides, pads, dilations, a.group, a.axis,
                                 a.alpha, a.beta, a.trans_a, a.trans_b, a.clip_min, a.clip_max,
                                 a.count_include_pad, a.ceil_mode, a.softmax_coerce_2d, a.epsilon,
-                                new_shape, static_cast<uint8_t>(a.activation));
+                                new_shape, static_cast<uint8_t>(a.activation), perm, indices,
+                                indices_shape, starts, steps, axes, a.keepdims, a.gelu_tanh);
 }
 
 }  // namespace

@@ -271,8 +271,8 @@ def main() -> int:
   print(f"(a)+(b) done in {time.monotonic() - started:.1f} s", flush=True)
 
   # (c) unsupported ops: the error names the node, the op type and the opset.
-  for op, node_name, opset in (("Erf", "my_erf_node_17", 13), ("Tanh", "tanh_layer", 11),
-                               ("Erf", "erf.at.opset.17", 17)):
+  for op, node_name, opset in (("Softsign", "my_softsign_node_17", 13), ("Selu", "selu_layer", 11),
+                               ("Softsign", "softsign.at.opset.17", 17)):
     path = os.path.join(work, f"unsupported_{op}_{opset}.onnx")
     unsupported_op_model(path, op, node_name, opset)
     argv = [tessera, "compile", path, "-o", os.path.join(work, "unsupported.tess")]

@@ -22,16 +22,24 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 DEFAULT_SEED = 20240611
-# IR version 8 is understood by every ONNX consumer that reads opsets 11..17.
+# IR version 8 is understood by every ONNX consumer that reads opsets 11..17; later opsets
+# need the IR version that introduced them.
 IR_VERSION = 8
+
+
+def ir_version_for(opset: int) -> int:
+  return 10 if opset >= 21 else 9 if opset >= 19 else IR_VERSION
 
 
 @dataclasses.dataclass
 class Case:
   name: str
   model: onnx.ModelProto
-  inputs: dict[str, np.ndarray]  # graph input name -> float32 C-order array
+  inputs: dict[str, np.ndarray]  # graph input name -> float32 (or int64 indices) C-order array
 
 
 class GraphBuilder:
@@ -76,7 +84,7 @@ class GraphBuilder:
     return helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", opset)],
-        ir_version=IR_VERSION,
+        ir_version=ir_version_for(opset),
         producer_name="tessera-conformance",
     )
 
@@ -553,6 +561,9 @@ SINGLE_OPS = [
 ]
 
 
+import gen_transformer_models  # noqa: E402  (uses Case and GraphBuilder above)
+
+
 def build_cases(seed: int) -> list[Case]:
   """Every case, in a fixed order; each has its own generator seeded from `seed`."""
   cases: list[Case] = []
@@ -565,6 +576,7 @@ def build_cases(seed: int) -> list[Case]:
     for batch in (1, 2):
       model, inputs = net(np.random.default_rng(next(children)), batch)
       cases.append(Case(f"{name}_n{batch}", model, inputs))
+  cases += gen_transformer_models.build_cases(np.random.default_rng(next(children)))
   names = [c.name for c in cases]
   assert len(names) == len(set(names)), "case names must be unique"
   return cases

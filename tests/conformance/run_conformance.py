@@ -86,7 +86,9 @@ class CaseFiles:
     self.input_args: list[str] = []
     for name, value in case.inputs.items():
       path = os.path.join(self.dir, f"input.{gen_models.safe_file_name(name)}.npy")
-      np.save(path, np.ascontiguousarray(value, dtype=np.float32))
+      # int64 inputs (token ids) keep their type; everything else is float32.
+      dtype = np.int64 if value.dtype == np.int64 else np.float32
+      np.save(path, np.ascontiguousarray(value, dtype=dtype))
       self.input_args += ["--input", f"{name}={path}"]
     self.reference = reference
     self.output_names = [o.name for o in case.model.graph.output]

@@ -2,6 +2,7 @@
 // Brute-force enumeration, straight from each op's definition, of the input
 // elements that one output element reads. Tests compare dependency functions
 // and tile edges with it.
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -166,6 +167,76 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
       read(0, o);
       for (int32_t i = 1; i < 5; ++i) read(i, {o[1]});
       break;
+    case OpType::Transpose: {
+      Coord c(o.size());
+      for (size_t i = 0; i < o.size(); ++i) c[static_cast<size_t>(a.perm[i])] = o[i];
+      read(0, c);
+      break;
+    }
+    case OpType::Gather: {
+      const auto axis = static_cast<size_t>(a.axis);
+      const Shape ishape = in.size() == 2 ? in[1] : Shape(a.indices_shape);
+      const size_t q = ishape.size();
+      Coord idx(o.begin() + static_cast<int64_t>(axis), o.begin() + static_cast<int64_t>(axis + q));
+      Coord c(o.begin(), o.begin() + static_cast<int64_t>(axis));
+      c.push_back(0);
+      c.insert(c.end(), o.begin() + static_cast<int64_t>(axis + q), o.end());
+      if (in.size() == 2) {  // indices unknown: every row along the axis
+        read(1, idx);
+        for (int64_t k = 0; k < in[0][axis]; ++k) {
+          c[axis] = k;
+          read(0, c);
+        }
+      } else {
+        int64_t v = a.indices[static_cast<size_t>(flatten(idx, ishape))];
+        c[axis] = v < 0 ? v + in[0][axis] : v;
+        read(0, c);
+      }
+      break;
+    }
+    case OpType::Sub:
+    case OpType::Div:
+    case OpType::Pow:
+    case OpType::Where:
+    case OpType::Expand:
+      for (size_t i = 0; i < in.size(); ++i)
+        read(static_cast<int32_t>(i), broadcast_coord(o, in[i]));
+      break;
+    case OpType::Sqrt:
+    case OpType::Erf:
+    case OpType::Tanh:
+    case OpType::Gelu:
+      read(0, o);
+      break;
+    case OpType::ReduceMean: {
+      // The input coordinates whose kept dims equal the output's.
+      Region r = Region::whole(in[0]);
+      size_t k = 0;
+      for (size_t d = 0; d < in[0].size(); ++d) {
+        const bool reduced =
+            std::find(a.axes.begin(), a.axes.end(), static_cast<int64_t>(d)) != a.axes.end();
+        if (!reduced) r.begin[d] = o[k], r.end[d] = o[k] + 1;
+        if (!reduced || a.keepdims) ++k;
+      }
+      for_each_coord(r, [&](const Coord& c) { read(0, c); });
+      break;
+    }
+    case OpType::LayerNormalization: {
+      const auto axis = static_cast<size_t>(a.axis);
+      Region r{o, o};
+      for (auto& e : r.end) ++e;
+      for (size_t d = axis; d < o.size(); ++d) r.begin[d] = 0, r.end[d] = in[0][d];
+      for_each_coord(r, [&](const Coord& c) { read(0, c); });
+      const Coord p(o.begin() + static_cast<int64_t>(axis), o.end());
+      for (size_t i = 1; i < in.size(); ++i) read(static_cast<int32_t>(i), p);
+      break;
+    }
+    case OpType::Slice: {
+      Coord c(o.size());
+      for (size_t d = 0; d < o.size(); ++d) c[d] = a.starts[d] + o[d] * a.steps[d];
+      read(0, c);
+      break;
+    }
   }
 }
 

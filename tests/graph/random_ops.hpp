@@ -1,5 +1,6 @@
 #pragma once
 // Random valid operator configurations for property tests.
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -155,6 +156,78 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
         c.in.insert(c.in.end(), {p, p, p, p});
         break;
       }
+      case OpType::Transpose: {
+        c.in = {random_shape(rng, 1, 4, 5)};
+        a.perm.resize(c.in[0].size());
+        for (size_t i = 0; i < a.perm.size(); ++i) a.perm[i] = static_cast<int64_t>(i);
+        std::shuffle(a.perm.begin(), a.perm.end(), rng);
+        break;
+      }
+      case OpType::Gather: {
+        c.in = {random_shape(rng, 1, 3, 6)};
+        a.axis = rnd(rng, 0, static_cast<int64_t>(c.in[0].size()) - 1);
+        Shape indices = random_shape(rng, 0, 2, 4);
+        if (rnd(rng, 0, 1)) {
+          c.in.push_back(indices);  // run-time indices
+        } else {
+          const int64_t n = c.in[0][static_cast<size_t>(a.axis)];
+          a.indices_shape = indices;
+          for (int64_t i = 0; i < shape_numel(indices); ++i)
+            a.indices.push_back(rnd(rng, -n, n - 1));
+        }
+        break;
+      }
+      case OpType::Sub:
+      case OpType::Div:
+      case OpType::Pow:
+      case OpType::Where:
+      case OpType::Expand: {
+        Shape base = random_shape(rng, 1, 4, 5);
+        const int operands = type == OpType::Where ? 3 : type == OpType::Expand ? 1 : 2;
+        for (int i = 0; i < operands; ++i) {
+          Shape s;
+          size_t drop = static_cast<size_t>(rnd(rng, 0, static_cast<int64_t>(base.size()) - 1));
+          for (size_t d = drop; d < base.size(); ++d) s.push_back(rnd(rng, 0, 2) ? base[d] : 1);
+          c.in.push_back(s);
+        }
+        if (type == OpType::Expand) a.new_shape = base;
+        break;
+      }
+      case OpType::Sqrt:
+      case OpType::Erf:
+      case OpType::Tanh:
+      case OpType::Gelu:
+        c.in = {random_shape(rng, 1, 4, 5)};
+        a.gelu_tanh = rnd(rng, 0, 1);
+        break;
+      case OpType::ReduceMean: {
+        c.in = {random_shape(rng, 1, 4, 5)};
+        for (int64_t d = 0; d < static_cast<int64_t>(c.in[0].size()); ++d)
+          if (rnd(rng, 0, 1)) a.axes.push_back(d);
+        if (a.axes.empty()) a.axes.push_back(rnd(rng, 0, static_cast<int64_t>(c.in[0].size()) - 1));
+        a.keepdims = rnd(rng, 0, 1);
+        break;
+      }
+      case OpType::LayerNormalization: {
+        c.in = {random_shape(rng, 1, 4, 5)};
+        a.axis = rnd(rng, 0, static_cast<int64_t>(c.in[0].size()) - 1);
+        Shape p(c.in[0].begin() + a.axis, c.in[0].end());
+        c.in.push_back(p);
+        if (rnd(rng, 0, 1)) c.in.push_back(p);
+        break;
+      }
+      case OpType::Slice: {
+        c.in = {random_shape(rng, 1, 4, 7)};
+        for (int64_t dim : c.in[0]) {
+          int64_t step = rnd(rng, 1, 3) * (rnd(rng, 0, 2) ? 1 : -1);
+          int64_t start = rnd(rng, 0, dim - 1);
+          int64_t room = step > 0 ? (dim - 1 - start) / step : start / -step;
+          a.starts.push_back(start);
+          a.steps.push_back(step);
+          a.new_shape.push_back(rnd(rng, 1, room + 1));
+        }
+        break;
+      }
     }
     try {
       c.out = infer_output_shape(c.op, c.in);
@@ -181,7 +254,21 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::Reshape,
                                             OpType::Concat,
                                             OpType::Softmax,
-                                            OpType::BatchNormalization};
+                                            OpType::BatchNormalization,
+                                            OpType::Transpose,
+                                            OpType::Gather,
+                                            OpType::Sub,
+                                            OpType::Div,
+                                            OpType::Pow,
+                                            OpType::Sqrt,
+                                            OpType::Erf,
+                                            OpType::Tanh,
+                                            OpType::Where,
+                                            OpType::Expand,
+                                            OpType::ReduceMean,
+                                            OpType::LayerNormalization,
+                                            OpType::Slice,
+                                            OpType::Gelu};
   return types;
 }
 

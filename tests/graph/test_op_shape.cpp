@@ -199,3 +199,63 @@ TEST_CASE("Flatten, Reshape, Concat, Softmax") {
   sm.attrs.axis = -1;
   expect_error(sm, {{2, 7}}, "axis");
 }
+
+TEST_CASE("Transformer ops: output shapes by hand and invalid attributes named") {
+  auto t = make_op(OpType::Transpose, {}, "t1");
+  t.attrs.perm = {0, 2, 1, 3};
+  CHECK(infer_output_shape(t, {{2, 3, 5, 7}}) == Shape{2, 5, 3, 7});
+  t.attrs.perm = {0, 2, 2, 3};
+  expect_error(t, {{2, 3, 5, 7}}, "not a permutation");
+
+  auto g = make_op(OpType::Gather, {}, "g1");
+  g.attrs.axis = 1;
+  // data [2, 9, 4], indices [3, 5]: [2] + [3, 5] + [4].
+  CHECK(infer_output_shape(g, {{2, 9, 4}, {3, 5}}) == Shape{2, 3, 5, 4});
+  g.attrs.indices = {0, -9, 8};
+  g.attrs.indices_shape = {3};
+  CHECK(infer_output_shape(g, {{2, 9, 4}}) == Shape{2, 3, 4});
+  g.attrs.indices = {0, 9, 1};
+  expect_error(g, {{2, 9, 4}}, "index 9 is out of range for axis 1 of size 9");
+
+  auto rm = make_op(OpType::ReduceMean, {}, "rm1");
+  rm.attrs.axes = {0, 2};
+  CHECK(infer_output_shape(rm, {{2, 3, 4}}) == Shape{1, 3, 1});
+  rm.attrs.keepdims = false;
+  CHECK(infer_output_shape(rm, {{2, 3, 4}}) == Shape{3});
+  rm.attrs.axes = {2, 0};
+  expect_error(rm, {{2, 3, 4}}, "sorted, unique");
+
+  auto ln = make_op(OpType::LayerNormalization, {}, "ln1");
+  ln.attrs.axis = 1;
+  CHECK(infer_output_shape(ln, {{2, 3, 4}, {3, 4}, {3, 4}}) == Shape{2, 3, 4});
+  expect_error(ln, {{2, 3, 4}, {4}}, "Scale must have shape [3,4]");
+
+  auto sl = make_op(OpType::Slice, {}, "s1");
+  sl.attrs.starts = {4, 0};
+  sl.attrs.steps = {-2, 3};
+  sl.attrs.new_shape = {3, 2};  // rows 4, 2, 0; columns 0, 3
+  CHECK(infer_output_shape(sl, {{5, 6}}) == Shape{3, 2});
+  sl.attrs.new_shape = {3, 3};  // column 6 is past the end
+  expect_error(sl, {{5, 6}}, "overrun dim 1");
+
+  auto ex = make_op(OpType::Expand, {}, "e1");
+  ex.attrs.new_shape = {2, 3, 4};
+  CHECK(infer_output_shape(ex, {{3, 1}}) == Shape{2, 3, 4});
+  expect_error(ex, {{2, 4}}, "cannot be broadcast");
+  expect_error(ex, {{1, 1, 1, 4}}, "does not broadcast to new_shape");
+
+  auto w = make_op(OpType::Where, {}, "w1");
+  CHECK(infer_output_shape(w, {{4, 1}, {1, 5}, {}}) == Shape{4, 5});
+  auto d = make_op(OpType::Div, {}, "d1");
+  expect_error(d, {{3}, {4}}, "cannot be broadcast");
+}
+
+TEST_CASE("Operand element types: float32 everywhere but Gather's int64 indices") {
+  auto g = make_op(OpType::Gather, {}, "g2");
+  CHECK_NOTHROW(check_operand_dtypes(g, {DType::Float32, DType::Int64}, DType::Float32));
+  CHECK_THROWS_WITH_AS(check_operand_dtypes(g, {DType::Float32, DType::Float32}, DType::Float32),
+                       doctest::Contains("input 1 is float32 but must be int64"), tessera::Error);
+  auto a = make_op(OpType::Add, {}, "a2");
+  CHECK_THROWS_WITH_AS(check_operand_dtypes(a, {DType::Int64, DType::Float32}, DType::Float32),
+                       doctest::Contains("input 0 is int64 but must be float32"), tessera::Error);
+}

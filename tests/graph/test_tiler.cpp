@@ -158,3 +158,55 @@ TEST_CASE("tiler: rejects a tensor whose shape disagrees with its op") {
   b.g.outputs = {r};
   CHECK_THROWS_AS(build_tile_nodes(b.g, TilerOptions{}), tessera::Error);
 }
+
+TEST_CASE("tiler: attention is cut per batch x head, then per block of queries") {
+  // scores = Q K^T over [batch 2, heads 3, tokens 8, d 4]; Softmax; context = P V.
+  GraphBuilder b;
+  int32_t q = b.input("q", {2, 3, 8, 4});
+  int32_t kt = b.input("kt", {2, 3, 4, 8});
+  int32_t v = b.input("v", {2, 3, 8, 4});
+  int32_t scores = b.op(OpType::MatMul, {q, kt});
+  OpAttributes last;
+  last.axis = 3;
+  int32_t p = b.op(OpType::Softmax, {scores}, last);
+  int32_t context = b.op(OpType::MatMul, {p, v});
+  OpAttributes ln;
+  ln.axis = 3;
+  int32_t gamma = b.weight("gamma", {4});
+  b.g.outputs = {b.op(OpType::LayerNormalization, {context, gamma}, ln)};
+  auto tiles_of = [&](int32_t tiles, int32_t op) {
+    std::vector<Region> out;
+    for (const TileNode& n : build_tile_nodes(b.g, TilerOptions{tiles, 1}))
+      if (n.op == op) out.push_back(n.region);
+    return out;
+  };
+  // 6 tiles: one per (batch, head), all tokens and all columns.
+  auto six = tiles_of(6, 0);
+  REQUIRE(six.size() == 6);
+  for (const Region& r : six) {
+    CHECK(r.extent(0) == 1);
+    CHECK(r.extent(1) == 1);
+    CHECK(r.extent(2) == 8);
+    CHECK(r.extent(3) == 8);
+  }
+  // 12 tiles: then halves of the queries; the columns are never cut.
+  auto twelve = tiles_of(12, 0);
+  REQUIRE(twelve.size() == 12);
+  for (const Region& r : twelve) {
+    CHECK(r.extent(2) == 4);
+    CHECK(r.extent(3) == 8);
+  }
+  // Heads stay independent paths: a context tile of one (batch, head) has
+  // parents only in that head's softmax tiles (and those in its scores).
+  auto nodes = build_tile_nodes(b.g, TilerOptions{6, 1});
+  for (const TileNode& n : nodes) {
+    for (int32_t c : n.children) {
+      const TileNode& child = nodes[static_cast<size_t>(c)];
+      if (child.op == 3) continue;  // LayerNorm over d only: per (batch, head) too
+      CHECK(child.region.begin[0] == n.region.begin[0]);
+      CHECK(child.region.begin[1] == n.region.begin[1]);
+    }
+  }
+  // LayerNormalization never cuts the normalised dims.
+  for (const Region& r : tiles_of(100, 3)) CHECK(r.extent(3) == 4);
+}

@@ -227,3 +227,59 @@ TEST_CASE("a model outliving its engine reports an error instead of crashing") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().find("engine") != std::string::npos);
 }
+
+TEST_CASE("int64 inputs: an embedding Gather looks up the rows the ids name") {
+  const auto dir = temp_dir("tessera_runtime_int64_");
+  const int64_t vocab = 7, hidden = 5, tokens = 6;
+  const std::vector<float> table = random_values(static_cast<size_t>(vocab * hidden), 77);
+  g::Graph graph;
+  graph.opset = 13;
+  const int32_t ids = add_tensor(graph, "ids", {1, tokens});
+  graph.tensors[static_cast<size_t>(ids)].dtype = g::DType::Int64;
+  const int32_t w = add_tensor(graph, "table", {vocab, hidden}, table);
+  const int32_t y = add_tensor(graph, "y", {1, tokens, hidden});
+  g::Operator gather;
+  gather.name = "embed";
+  gather.type = g::OpType::Gather;
+  gather.inputs = {w, ids};
+  gather.outputs = {y};
+  graph.ops = {gather};
+  graph.inputs = {ids};
+  graph.outputs = {y};
+  g::CompileOptions options;
+  options.tiles = 3;
+  const std::string path = (dir / "embedding.tess").string();
+  tessera::serialization::write_tess_file(g::compile_graph(std::move(graph), options, nullptr),
+                                          path);
+
+  tessera::Engine engine({.threads = 2});
+  auto model = engine.load(path);
+  REQUIRE(model);
+  REQUIRE(model->inputs().size() == 1);
+  CHECK(model->inputs()[0].dtype == "int64");
+  auto session = model->session();
+  const std::vector<int64_t> token_ids = {3, 0, 6, -1, 3, 1};  // -1: the last row
+  auto out = session.run({{"ids", {token_ids.data(), {1, tokens}, "int64"}}});
+  REQUIRE(out);
+  const std::vector<float>& got = out->tensors.at(0).data;
+  REQUIRE(got.size() == static_cast<size_t>(tokens * hidden));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = token_ids[static_cast<size_t>(t)] < 0 ? vocab - 1 : token_ids[t];
+    for (int64_t h = 0; h < hidden; ++h)
+      CHECK(got[static_cast<size_t>(t * hidden + h)] ==
+            table[static_cast<size_t>(row * hidden + h)]);
+  }
+  // float data for an int64 input is refused, not reinterpreted.
+  const std::vector<float> wrong(static_cast<size_t>(tokens), 0.0f);
+  auto mismatch = session.run({{"ids", {wrong.data(), {1, tokens}}}});
+  REQUIRE(!mismatch);
+  CHECK(mismatch.error().find("input 'ids' is float32 but the model expects int64") !=
+        std::string::npos);
+  // An id past the table fails the run with a message, and the session keeps serving.
+  const std::vector<int64_t> bad_ids = {0, 1, 2, 7, 0, 0};
+  auto bad = session.run({{"ids", {bad_ids.data(), {1, tokens}, "int64"}}});
+  REQUIRE(!bad);
+  CHECK(bad.error().find("index 7 is out of range for axis 0 of size 7") != std::string::npos);
+  CHECK(session.run({{"ids", {token_ids.data(), {1, tokens}, "int64"}}}));
+  std::filesystem::remove_all(dir);
+}

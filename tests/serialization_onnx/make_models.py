@@ -299,7 +299,7 @@ model("unsupported_lstm",
        helper.make_node("LSTM", ["r", "w", "rw"], ["", "h"], name="conv3", hidden_size=2)],
       [vi("x", [1, 1, 2])], [vi("h", None)],
       [init("w", rand(1, 8, 2)), init("rw", rand(1, 8, 2))])
-model("unsupported_unnamed", [helper.make_node("Tanh", ["x"], ["y"])],
+model("unsupported_unnamed", [helper.make_node("Softsign", ["x"], ["y"])],
       [vi("x", [2])], [vi("y", None)], opset=12)
 model("symbolic_dim", [helper.make_node("Relu", ["x"], ["y"])],
       [vi("x", ["batch", 3])], [vi("y", None)])
@@ -307,8 +307,8 @@ model("unknown_dim", [helper.make_node("Relu", ["x"], ["y"])],
       [vi("x", [None, 3])], [vi("y", None)])
 model("opset9", [helper.make_node("Relu", ["x"], ["y"])],
       [vi("x", [2])], [vi("y", None)], opset=9)
-model("opset18", [helper.make_node("Relu", ["x"], ["y"])],
-      [vi("x", [2])], [vi("y", None)], opset=18)
+model("opset22", [helper.make_node("Relu", ["x"], ["y"])],
+      [vi("x", [2])], [vi("y", None)], opset=22)
 model("int_input", [helper.make_node("Relu", ["x"], ["y"])],
       [vi("x", [2], TensorProto.INT64)], [vi("y", None, TensorProto.INT64)])
 model("output_is_input", [helper.make_node("Relu", ["x"], ["r"])],
@@ -332,3 +332,67 @@ model("batchnorm_training",
                         name="bn_train", training_mode=1)],
       [vi("x", [1, 2, 2, 2])], [vi("y", None), vi("rm", None), vi("rv", None)],
       [init(n, np.ones(2, np.float32)) for n in "gbmv"], opset=15)
+
+
+# --- transformer ops -----------------------------------------------------------
+I64 = TensorProto.INT64
+
+
+def i64(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+# Embedding lookup: int64 ids input, weight table; then a constant scalar-index Gather.
+model("gather_embedding",
+      [helper.make_node("Gather", ["table", "ids"], ["e"], name="embed", axis=0),
+       helper.make_node("Gather", ["e", "zero"], ["first"], name="first_token", axis=1)],
+      [vi("ids", [2, 5], I64)], [vi("first", None)],
+      [init("table", rand(11, 4)), i64("zero", 0)])
+
+# A PyTorch-style reshape target from Shape/Gather/Unsqueeze/Concat, folded at import.
+model("shape_subgraph",
+      [helper.make_node("Shape", ["x"], ["s"]),
+       helper.make_node("Gather", ["s", "i0"], ["d0"], axis=0),
+       helper.make_node("Unsqueeze", ["d0", "ax0"], ["u0"]),
+       helper.make_node("Concat", ["u0", "rest"], ["target"], axis=0),
+       helper.make_node("Reshape", ["x", "target"], ["r"], name="reshape"),
+       helper.make_node("Transpose", ["r"], ["y"], name="tr", perm=[0, 2, 1, 3])],
+      [vi("x", [2, 6, 8])], [vi("y", None)],
+      [i64("i0", 0), i64("ax0", [0]), i64("rest", [6, 2, 4])])
+
+# Slice with clamped ends and a negative step; Unsqueeze (opset 13 axes input) -> Reshape.
+model("slice_unsqueeze",
+      [helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["s"], name="sl"),
+       helper.make_node("Unsqueeze", ["s", "uax"], ["y"], name="unsq")],
+      [vi("x", [4, 9])], [vi("y", None)],
+      [i64("st", [-1, 1]), i64("en", [-(2**63), 2**63 - 1]), i64("ax", [0, 1]), i64("sp", [-2, 3]),
+       i64("uax", [1])])
+
+# ReduceMean-18 (axes input), LayerNormalization-17 and Gelu-20 (newer than libonnx 1.12).
+model("norm_opset20",
+      [helper.make_node("ReduceMean", ["x", "axes"], ["m"], name="rm", keepdims=0),
+       helper.make_node("LayerNormalization", ["x", "g", "b"], ["ln"], name="ln", axis=-1,
+                        epsilon=1e-3),
+       helper.make_node("Gelu", ["ln"], ["y"], name="gelu", approximate="tanh")],
+      [vi("x", [3, 4, 5])], [vi("y", None), vi("m", None)],
+      [i64("axes", [-1, 0]), init("g", rand(5)), init("b", rand(5))], opset=20)
+
+# Where with a constant bool mask, Expand, Cast float->float.
+model("where_expand",
+      [helper.make_node("Where", ["mask", "x", "neg"], ["w"], name="where"),
+       helper.make_node("Expand", ["w", "shape"], ["e"], name="expand"),
+       helper.make_node("Cast", ["e"], ["y"], name="cast", to=F)],
+      [vi("x", [3, 3])], [vi("y", None)],
+      [init("mask", np.tril(np.ones((3, 3), bool))), init("neg", np.array(-1e4, np.float32)),
+       i64("shape", [2, 1, 3])])
+
+# Refusals: a run-time Where condition, a Cast of an activation to int64, an empty Slice.
+model("where_dynamic",
+      [helper.make_node("Where", ["c", "x", "x"], ["y"], name="where_dyn")],
+      [vi("x", [2]), vi("c", [2])], [vi("y", None)])
+model("cast_activation",
+      [helper.make_node("Cast", ["x"], ["y"], name="cast_int", to=I64)],
+      [vi("x", [2])], [vi("y", None, I64)])
+model("slice_empty",
+      [helper.make_node("Slice", ["x", "st", "en"], ["y"], name="sl_empty")],
+      [vi("x", [4])], [vi("y", None)], [i64("st", [3]), i64("en", [1])])

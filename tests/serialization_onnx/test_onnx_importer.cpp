@@ -416,18 +416,20 @@ TEST_CASE("Unsupported ops are named with node, op and opset") {
             ": node 'conv3' (op 'LSTM', opset 13) is not supported by Tessera");
   CHECK(import_error("unsupported_unnamed") ==
         path_of("unsupported_unnamed") +
-            ": node 'Tanh_0' (op 'Tanh', opset 12) is not supported by Tessera");
+            ": node 'Softsign_0' (op 'Softsign', opset 12) is not supported by Tessera");
 }
 
-TEST_CASE("Static shapes, float32 activations and opsets 11..17 are required") {
+TEST_CASE("Static shapes, float32 activations and opsets 11..21 are required") {
   CHECK(import_error("symbolic_dim") ==
         path_of("symbolic_dim") +
             ": input 'x' has symbolic dimension 'batch' at axis 0; Tessera needs static shapes");
   CHECK(contains(import_error("unknown_dim"), "input 'x' has an unknown dimension at axis 0"));
   CHECK(import_error("opset9") ==
-        path_of("opset9") + ": opset 9 is not supported (Tessera supports 11 to 17)");
-  CHECK(contains(import_error("opset18"), "opset 18 is not supported (Tessera supports 11 to 17)"));
-  CHECK(contains(import_error("int_input"), "input 'x' has type INT64; Tessera needs float32"));
+        path_of("opset9") + ": opset 9 is not supported (Tessera supports 11 to 21)");
+  CHECK(contains(import_error("opset22"), "opset 22 is not supported (Tessera supports 11 to 21)"));
+  CHECK(contains(import_error("int_input"),
+                 "reads the int64 input 'x' as data; Tessera uses int64 inputs only as Gather "
+                 "indices"));
 }
 
 TEST_CASE("Unsupported attribute values and non-constant operands are refused") {
@@ -492,4 +494,79 @@ TEST_CASE("Missing, truncated and garbage files") {
   } catch (const tessera::Error& e) {
     CHECK(std::string(e.what()).rfind(garbage_path + ": not a valid ONNX model", 0) == 0);
   }
+}
+
+TEST_CASE("Gather: int64 ids input for embeddings, constant indices as attributes") {
+  const Graph g = load("gather_embedding");
+  REQUIRE(g.inputs.size() == 1);
+  CHECK(g.tensors[g.inputs[0]].dtype == tessera::graph::DType::Int64);
+  REQUIRE(g.ops.size() == 2);
+  CHECK(g.ops[0].type == OpType::Gather);
+  CHECK(g.ops[0].inputs.size() == 2);  // table (weight) and ids (arena)
+  CHECK(g.tensors[g.ops[0].outputs[0]].shape == Shape{2, 5, 4});
+  CHECK(g.ops[1].inputs.size() == 1);  // constant scalar index: attributes
+  CHECK(g.ops[1].attrs.axis == 1);
+  CHECK(g.ops[1].attrs.indices == std::vector<int64_t>{0});
+  CHECK(g.ops[1].attrs.indices_shape.empty());
+  CHECK(g.tensors[g.outputs[0]].shape == Shape{2, 4});
+}
+
+TEST_CASE("Shape subgraphs fold at import; Reshape and Transpose remain") {
+  const Graph g = load("shape_subgraph");
+  REQUIRE(g.ops.size() == 2);
+  CHECK(g.ops[0].type == OpType::Reshape);
+  CHECK(g.ops[0].attrs.new_shape == Shape{2, 6, 2, 4});
+  CHECK(g.ops[1].type == OpType::Transpose);
+  CHECK(g.ops[1].attrs.perm == std::vector<int64_t>{0, 2, 1, 3});
+  CHECK(g.tensors[g.outputs[0]].shape == Shape{2, 2, 6, 4});
+}
+
+TEST_CASE("Slice resolves clamped ends and negative steps; Unsqueeze becomes Reshape") {
+  const Graph g = load("slice_unsqueeze");
+  REQUIRE(g.ops.size() == 2);
+  const Operator& sl = g.ops[0];
+  CHECK(sl.type == OpType::Slice);
+  // x[-1::-2, 1::3] of [4, 9]: rows 3, 1; columns 1, 4, 7.
+  CHECK(sl.attrs.starts == std::vector<int64_t>{3, 1});
+  CHECK(sl.attrs.steps == std::vector<int64_t>{-2, 3});
+  CHECK(sl.attrs.new_shape == Shape{2, 3});
+  CHECK(g.ops[1].type == OpType::Reshape);
+  CHECK(g.ops[1].attrs.new_shape == Shape{2, 1, 3});
+}
+
+TEST_CASE("Opset 20: ReduceMean axes input, LayerNormalization, Gelu tanh") {
+  const Graph g = load("norm_opset20");
+  REQUIRE(g.ops.size() == 3);
+  CHECK(g.ops[0].type == OpType::ReduceMean);
+  CHECK(g.ops[0].attrs.axes == std::vector<int64_t>{0, 2});
+  CHECK_FALSE(g.ops[0].attrs.keepdims);
+  CHECK(g.tensors[g.ops[0].outputs[0]].shape == Shape{4});
+  CHECK(g.ops[1].type == OpType::LayerNormalization);
+  CHECK(g.ops[1].attrs.axis == 2);
+  CHECK(g.ops[1].attrs.epsilon == doctest::Approx(1e-3));
+  CHECK(g.ops[2].type == OpType::Gelu);
+  CHECK(g.ops[2].attrs.gelu_tanh);
+}
+
+TEST_CASE("Where reads a bool constant as a float 0/1 weight; Expand; Cast float->float") {
+  const Graph g = load("where_expand");
+  REQUIRE(g.ops.size() == 2);  // the Cast is an identity
+  const Operator& w = g.ops[0];
+  CHECK(w.type == OpType::Where);
+  const auto& mask = g.tensors[w.inputs[0]];
+  CHECK(mask.is_weight);
+  CHECK(mask.weight == std::vector<float>{1, 0, 0, 1, 1, 0, 1, 1, 1});
+  CHECK(g.ops[1].type == OpType::Expand);
+  CHECK(g.ops[1].attrs.new_shape == Shape{2, 3, 3});
+}
+
+TEST_CASE("Transformer-op refusals name the node and say why") {
+  CHECK(contains(import_error("where_dynamic"),
+                 "node 'where_dyn' (op 'Where', opset 13): the condition 'c' is computed at run "
+                 "time"));
+  CHECK(contains(import_error("cast_activation"),
+                 "node 'cast_int' (op 'Cast', opset 13): casts the computed tensor 'x' (float32) "
+                 "to INT64"));
+  CHECK(contains(import_error("slice_empty"),
+                 "node 'sl_empty' (op 'Slice', opset 13): selects no elements along axis 0"));
 }

@@ -131,6 +131,14 @@ TestModel make_test_model(uint64_t seed) {
   relu.attrs.softmax_coerce_2d = true;
   relu.attrs.epsilon = 1e-3f;
   relu.attrs.new_shape = {1, 120};
+  relu.attrs.perm = {3, 0, 2, 1};
+  relu.attrs.indices = {-4, 0, 9};
+  relu.attrs.indices_shape = {3, 1};
+  relu.attrs.starts = {5, 0};
+  relu.attrs.steps = {-2, 7};
+  relu.attrs.axes = {0, 2};
+  relu.attrs.keepdims = false;
+  relu.attrs.gelu_tanh = true;
   relu.inputs = {3};
   relu.outputs = {4};
   relu.kernel = "xsimd_avx2";
@@ -180,7 +188,10 @@ bool same_attributes(const graph::OpAttributes& a, const graph::OpAttributes& b)
          a.trans_b == b.trans_b && same_bits(a.clip_min, b.clip_min) &&
          same_bits(a.clip_max, b.clip_max) && a.count_include_pad == b.count_include_pad &&
          a.ceil_mode == b.ceil_mode && a.softmax_coerce_2d == b.softmax_coerce_2d &&
-         same_bits(a.epsilon, b.epsilon) && a.new_shape == b.new_shape;
+         same_bits(a.epsilon, b.epsilon) && a.new_shape == b.new_shape && a.perm == b.perm &&
+         a.indices == b.indices && a.indices_shape == b.indices_shape && a.starts == b.starts &&
+         a.steps == b.steps && a.axes == b.axes && a.keepdims == b.keepdims &&
+         a.gelu_tanh == b.gelu_tanh;
 }
 
 void check_same_graph(const TileGraph& a, const TileGraph& b) {
@@ -458,6 +469,30 @@ TEST_CASE("targeted corruptions give their specific messages") {
           g.nodes[8].depth = 2;
         },
         {"node 7", "reads what node 4 writes", "no edge"});
+  }
+  SUBCASE("an op reading an int64 tensor as float data") {
+    check_rejected([](TileGraph& g) { g.tensors[0].dtype = graph::DType::Int64; },
+                   {"op 0", "Conv", "input 0 is int64 but must be float32"});
+  }
+  SUBCASE("a model output that is not float32") {
+    check_rejected(
+        [](TileGraph& g) {
+          g.tensors[5].dtype = graph::DType::Int64;
+          g.arena_bytes = 1280 + 960;  // room for the wider elements
+        },
+        {"model output 0", "'Z'", "int64", "must be float32"});
+  }
+  SUBCASE("a model input of a type the runtime cannot take") {
+    check_rejected([](TileGraph& g) { g.tensors[0].dtype = graph::DType::Int8; },
+                   {"model input 0", "'X'", "int8", "float32 or int64"});
+  }
+  SUBCASE("Gather indices that are not int64") {
+    check_rejected(
+        [](TileGraph& g) {
+          // Add(R, Y) becomes Gather(R, Y): Y is float32, indices must be int64.
+          g.ops[2].type = OpType::Gather;
+        },
+        {"op 2", "Gather", "input 1 is float32 but must be int64"});
   }
   SUBCASE("wrong depth") {
     check_rejected([](TileGraph& g) { g.nodes[8].depth = 1; }, {"node 8", "depth 1", "2"});

@@ -1,0 +1,479 @@
+"""Conformance cases for the transformer operators and two tiny transformers.
+
+Per-op models over random shapes and attributes (Transpose, Gather, Sub, Div, Pow, Sqrt, Erf,
+Tanh, Gelu, Where, Expand, ReduceMean, LayerNormalization, Slice, Unsqueeze/Squeeze, Cast,
+batched MatMul, shape subgraphs folded at import), a 2-layer BERT encoder and a GPT-2 block,
+built with onnx.helper in the structure torch.onnx.export emits (Shape/Gather/Unsqueeze/Concat
+reshape targets, decomposed LayerNorm at opset 13, LayerNormalization at 17, Erf-GELU for BERT,
+tanh-GELU and a Where causal mask for GPT-2). gen_models.build_cases() appends these cases.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+import gen_models as gm
+
+
+def shape_tag(shape) -> str:
+  return "x".join(map(str, shape))
+
+
+def int_input(b, shape, high: int, name: str | None = None) -> str:
+  """An int64 graph input (token ids) with values in [0, high)."""
+  name = name or b.fresh("ids")
+  b.graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.INT64, list(shape)))
+  b.input_values[name] = b.rng.integers(0, high, shape).astype(np.int64)
+  return name
+
+
+def const(b, array: np.ndarray, prefix: str) -> str:
+  """An initializer that keeps rank 0 (GraphBuilder.const's ascontiguousarray makes it 1-D)."""
+  name = b.fresh(prefix)
+  b.initializers.append(numpy_helper.from_array(np.array(array, copy=True), name))
+  return name
+
+
+def i64(b, values, prefix="k") -> str:
+  return const(b, np.array(values, dtype=np.int64), prefix)
+
+
+def f32(b, values, prefix="c") -> str:
+  return const(b, np.array(values, dtype=np.float32), prefix)
+
+
+def unsqueeze(b, x, axes, opset):
+  if opset >= 13:
+    return b.node("Unsqueeze", [x, i64(b, axes, "axes")])
+  return b.node("Unsqueeze", [x], axes=axes)
+
+
+def squeeze(b, x, axes, opset):
+  if opset >= 13:
+    return b.node("Squeeze", [x, i64(b, axes, "axes")])
+  return b.node("Squeeze", [x], axes=axes)
+
+
+def reduce_mean(b, x, axes, opset, keepdims=1):
+  if opset >= 18:
+    return b.node("ReduceMean", [x, i64(b, axes, "axes")], keepdims=keepdims)
+  return b.node("ReduceMean", [x], axes=axes, keepdims=keepdims)
+
+
+def case(b, name, outputs, opset):
+  return gm.Case(name, b.model(outputs, opset, name), b.input_values)
+
+
+# ---------------------------------------------------------------- single ops
+
+
+def gen_transpose(rng, idx):
+  b = gm.GraphBuilder(rng)
+  rank = [2, 3, 4, 4][idx % 4]
+  shape = gm.rand_shape(rng, rank, 8)
+  x = b.input(shape)
+  attrs = {} if idx == 0 else {"perm": [int(p) for p in rng.permutation(rank)]}
+  y = b.node("Transpose", [x], **attrs)
+  opset = gm.rand_opset(rng, 11, 21)
+  return case(b, f"transpose_{idx}_{shape_tag(shape)}_{attrs.get('perm', 'rev')}", [y], opset)
+
+
+def gen_gather(rng, idx):
+  """Embedding lookup (int64 ids input), constant indices (scalar, 1-D, 2-D, negative) on an
+  activation, and constant data with constant indices (folded)."""
+  b = gm.GraphBuilder(rng)
+  opset = gm.rand_opset(rng, 11, 21)
+  kind = idx % 4
+  if kind == 0:  # embedding: weight [vocab, hidden], ids [batch, seq]
+    vocab, hidden = int(rng.integers(5, 40)), int(rng.integers(1, 24))
+    ids_shape = [int(rng.integers(1, 3)), int(rng.integers(1, 12))]
+    w = b.weight([vocab, hidden], fan_in=1)
+    ids = int_input(b, ids_shape, vocab)
+    y = b.node("Gather", [w, ids], axis=0)
+    y = b.node("Mul", [y, f32(b, 1.5)])
+    name = f"gather_{idx}_embedding_{vocab}x{hidden}_ids{shape_tag(ids_shape)}"
+  elif kind == 3:  # constant data and indices: folded, then used
+    data = rng.standard_normal((6, 5)).astype(np.float32)
+    d = b.const(data, "table")
+    g = b.node("Gather", [d, i64(b, [[1, -1], [0, 2]])], axis=0)
+    x = b.input([2, 2, 5])
+    y = b.node("Add", [x, g])
+    name = f"gather_{idx}_folded"
+  else:
+    rank = int(rng.integers(2, 5))
+    shape = gm.rand_shape(rng, rank, 7)
+    axis = int(rng.integers(-rank, rank))
+    n = shape[axis]
+    if kind == 1:
+      indices = np.array(int(rng.integers(-n, n)), dtype=np.int64)  # scalar: drops the axis
+      idx_name = const(b, indices, "idx")
+    else:
+      indices = rng.integers(-n, n, size=gm.rand_shape(rng, int(rng.integers(1, 3)), 4))
+      idx_name = const(b, indices.astype(np.int64), "idx")
+    x = b.input(shape)
+    y = b.node("Gather", [x, idx_name], axis=axis)
+    name = f"gather_{idx}_{shape_tag(shape)}_axis{axis}_idx{shape_tag(indices.shape) or 'scalar'}"
+  return case(b, name, [y], opset)
+
+
+def gen_arith(rng, idx, op):
+  """Sub/Div/Pow with broadcasting; operands keep Div and Pow away from NaN/inf."""
+  b = gm.GraphBuilder(rng)
+  form, sa, sb, side = gm.BCAST_FORMS[(idx * 2 + int(rng.integers(0, 2))) % len(gm.BCAST_FORMS)]
+  b_const = side != ""
+  x = b.input(sa)
+  if op == "Pow":
+    x = b.node("Add", [b.node("Mul", [x, x]), f32(b, 0.5)])  # positive base
+    exponent = rng.choice([2.0, 3.0, 0.5, -1.5]) * np.ones(sb, np.float32)
+    if b_const:
+      y_in = b.const(exponent.astype(np.float32), "exp")
+    else:
+      y_in = b.node("Mul", [b.node("Tanh", [b.input(sb)]), f32(b, 2.0)])
+    y = b.node("Pow", [x, y_in])
+  elif op == "Div":
+    divisor = (rng.uniform(0.5, 2.0, sb) * rng.choice([-1, 1], sb)).astype(np.float32)
+    if b_const:
+      d = b.const(divisor, "div")
+    else:
+      d = b.node("Add", [b.node("Mul", [b.input(sb), b.input(sb)]), f32(b, 0.5)])
+    y = b.node("Div", [x, d] if idx % 2 == 0 else [d, x] if b_const else [x, d])
+  else:
+    other = b.const(rng.standard_normal(sb).astype(np.float32), "k") if b_const else b.input(sb)
+    y = b.node("Sub", [x, other] if idx % 2 == 0 else [other, x])
+  name = f"{op.lower()}_{idx}_{form}_{shape_tag(sa)}_{shape_tag(sb)}"
+  return case(b, name, [y], gm.rand_opset(rng, 11, 21))
+
+
+def gen_unary_math(rng, idx, op):
+  b = gm.GraphBuilder(rng)
+  rank = [1, 2, 3, 4][idx % 4]
+  shape = gm.rand_shape(rng, rank, 9)
+  x = b.input(shape)
+  x = b.node("Mul", [x, f32(b, 2.5)])
+  opset = gm.rand_opset(rng, 11, 21)
+  attrs = {}
+  if op == "Sqrt":
+    x = b.node("Mul", [x, x])
+  if op == "Gelu":
+    opset = int(rng.integers(20, 22))
+    if idx % 2:
+      attrs["approximate"] = "tanh"
+  y = b.node(op, [x], **attrs)
+  name = f"{op.lower()}_{idx}_{shape_tag(shape)}{'_tanh' if attrs else ''}"
+  return case(b, name, [y], opset)
+
+
+def gen_where(rng, idx):
+  """Constant bool condition (a causal-style mask), broadcast against X/Y."""
+  b = gm.GraphBuilder(rng)
+  s = int(rng.integers(1, 9))
+  lead = gm.rand_shape(rng, int(rng.integers(0, 3)), 4)
+  x = b.input(lead + [s, s])
+  mask = np.tril(np.ones((s, s), dtype=bool)) if idx % 2 == 0 else rng.random((1, s)) < 0.5
+  cond = b.const(mask, "mask")
+  other = f32(b, -1e4) if idx % 3 != 2 else b.input([s])
+  y = b.node("Where", [cond, x, other])
+  name = f"where_{idx}_{shape_tag(lead + [s, s])}"
+  return case(b, name, [y], gm.rand_opset(rng, 11, 21))
+
+
+def gen_expand(rng, idx):
+  b = gm.GraphBuilder(rng)
+  base = gm.rand_shape(rng, int(rng.integers(2, 5)), 6)
+  src = [d if rng.random() < 0.5 else 1 for d in base][int(rng.integers(0, 2)):]
+  target = [1 if (rng.random() < 0.3 and i >= len(base) - len(src) and
+                  src[i - (len(base) - len(src))] != 1) else d for i, d in enumerate(base)]
+  x = b.input(src)
+  y = b.node("Expand", [x, i64(b, target, "shape")])
+  name = f"expand_{idx}_{shape_tag(src)}_to_{shape_tag(target)}"
+  return case(b, name, [y], gm.rand_opset(rng, 11, 21))
+
+
+def gen_reduce_mean(rng, idx):
+  b = gm.GraphBuilder(rng)
+  rank = int(rng.integers(1, 5))
+  shape = gm.rand_shape(rng, rank, 9)
+  opset = [13, 18, 11, 21][idx % 4]
+  picked = rng.choice(rank, size=int(rng.integers(1, rank + 1)), replace=False)
+  axes = [int(a) - rank if rng.random() < 0.3 else int(a) for a in sorted(picked)]
+  keepdims = 1 if (idx % 3 != 1 or len(axes) == rank) else 0
+  x = b.input(shape)
+  y = reduce_mean(b, x, axes, opset, keepdims)
+  name = f"reducemean_{idx}_op{opset}_{shape_tag(shape)}_axes{axes}_k{keepdims}"
+  return case(b, name, [y], opset)
+
+
+def gen_layer_norm(rng, idx):
+  b = gm.GraphBuilder(rng)
+  rank = int(rng.integers(2, 5))
+  shape = gm.rand_shape(rng, rank, 9)
+  axis = int(rng.integers(-rank, rank)) if idx % 2 else -1
+  norm = shape[axis:]
+  x = b.input(shape)
+  x = b.node("Mul", [x, f32(b, 3.0)])
+  scale = b.const(rng.uniform(0.5, 1.5, norm).astype(np.float32), "gamma")
+  inputs = [x, scale]
+  if idx % 3 != 2:
+    inputs.append(b.const(rng.standard_normal(norm).astype(np.float32), "beta"))
+  eps = float(rng.choice([1e-5, 1e-12, 1e-3]))
+  y = b.node("LayerNormalization", inputs, axis=axis, epsilon=eps)
+  name = f"layernorm_{idx}_{shape_tag(shape)}_axis{axis}"
+  return case(b, name, [y], int(rng.integers(17, 22)))
+
+
+def gen_slice(rng, idx):
+  b = gm.GraphBuilder(rng)
+  rank = int(rng.integers(1, 5))
+  shape = gm.rand_shape(rng, rank, 10)
+  opset = gm.rand_opset(rng, 11, 21)
+  axes = [int(a) for a in rng.permutation(rank)[: int(rng.integers(1, rank + 1))]]
+  starts, ends, steps = [], [], []
+  for a in axes:
+    n = shape[a]
+    step = int(rng.choice([1, 1, 2, 3, -1, -2]))
+    lo, hi = (int(v) for v in sorted(rng.integers(-n - 2, n + 3, size=2)))
+    if step > 0:
+      s, e = lo, hi
+    else:
+      s, e = hi, lo
+    if idx % 5 == 0:
+      e = 2**63 - 1 if step > 0 else -(2**63)  # "to the end", as exporters write it
+    starts.append(s)
+    ends.append(e)
+    steps.append(step)
+  # ONNX Runtime accepts empty results, Tessera does not: redraw until every dim is non-empty.
+  ref = np.zeros(shape)
+  sl = [slice(None)] * rank
+  for a, s, e, t in zip(axes, starts, ends, steps):
+    sl[a] = slice(s, e, t)
+  if 0 in ref[tuple(sl)].shape:
+    return gen_slice(rng, idx)
+  x = b.input(shape)
+  ins = [x, i64(b, starts), i64(b, ends)]
+  if idx % 3 != 0 or any(t != 1 for t in steps) or axes != list(range(len(axes))):
+    ins += [i64(b, [a - rank if rng.random() < 0.3 else a for a in axes]), i64(b, steps)]
+  y = b.node("Slice", ins)
+  name = f"slice_{idx}_{shape_tag(shape)}_axes{axes}"
+  return case(b, name, [y], opset)
+
+
+def gen_squeeze(rng, idx):
+  b = gm.GraphBuilder(rng)
+  opset = [11, 13, 17, 21][idx % 4]
+  shape = gm.rand_shape(rng, int(rng.integers(1, 4)), 6)
+  x = b.input(shape)
+  u = unsqueeze(b, x, [0, -1] if idx % 2 else [1], opset)
+  u = b.node("Relu", [u])
+  y = squeeze(b, u, [0] if idx % 2 else [1], opset)
+  name = f"squeeze_{idx}_op{opset}_{shape_tag(shape)}"
+  return case(b, name, [y], opset)
+
+
+def gen_cast(rng, idx):
+  """Float-to-float Cast of an activation (identity) and Casts of constants (folded)."""
+  b = gm.GraphBuilder(rng)
+  shape = gm.rand_shape(rng, 3, 6)
+  x = b.input(shape)
+  y = b.node("Cast", [x], to=TensorProto.FLOAT)
+  k = b.node("Cast", [i64(b, list(range(shape[-1])))], to=TensorProto.FLOAT)
+  kb = b.node("Cast", [b.node("Cast", [f32(b, [0.0, 2.5, -1.0][: 1 + idx % 3])],
+                              to=TensorProto.BOOL)], to=TensorProto.FLOAT)
+  y = b.node("Add", [b.node("Mul", [y, k]), b.node("ReduceMean", [kb], axes=[0], keepdims=1)])
+  return case(b, f"cast_{idx}_{shape_tag(shape)}", [y], gm.rand_opset(rng, 13, 17))
+
+
+def gen_shape_subgraph(rng, idx):
+  """Reshape targets computed the way PyTorch exports them: Shape -> Gather -> Unsqueeze ->
+  Concat -> Reshape, plus ConstantOfShape, Range, Equal/Where and integer arithmetic."""
+  b = gm.GraphBuilder(rng)
+  opset = [13, 11, 17, 21][idx % 4]
+  n, s, h = int(rng.integers(1, 3)), int(rng.integers(1, 9)), 2 * int(rng.integers(1, 5))
+  x = b.input([n, s, h])
+  shp = b.node("Shape", [x])
+  d0 = unsqueeze(b, b.node("Gather", [shp, i64(b, 0)], axis=0), [0], opset)
+  d1 = unsqueeze(b, b.node("Gather", [shp, i64(b, 1)], axis=0), [0], opset)
+  half = b.node("Div", [b.node("Gather", [shp, i64(b, 2)], axis=0), i64(b, 2)])
+  d3 = unsqueeze(b, half, [0], opset)
+  target = b.node("Concat", [d0, d1, i64(b, [2]), d3], axis=0)
+  # Equal/Where as exporters emit for -1 handling: where(target == 0, shape, target).
+  target = b.node("Where", [b.node("Equal", [target, i64(b, [0, 0, 0, 0])]),
+                            i64(b, [1, 1, 1, 1]), target])
+  y = b.node("Reshape", [x, target])
+  y = b.node("Transpose", [y], perm=[0, 2, 1, 3])
+  # Positions from Range, as float via Cast, added per token.
+  pos = b.node("Range", [i64(b, 0), b.node("Gather", [shp, i64(b, 1)], axis=0), i64(b, 1)])
+  pos = b.node("Cast", [pos], to=TensorProto.FLOAT)
+  pos = b.node("Reshape", [pos, i64(b, [1, 1, s, 1])])
+  zeros = b.node("ConstantOfShape", [b.node("Shape", [y])],
+                 value=numpy_helper.from_array(np.array([0.5], np.float32)))
+  y = b.node("Add", [b.node("Add", [y, pos]), zeros])
+  return case(b, f"shapes_{idx}_op{opset}_{n}x{s}x{h}", [y], opset)
+
+
+def gen_batched_matmul(rng, idx):
+  """Attention-shaped batched MatMuls: [n, heads, s, d] x [n, heads, d, s] and broadcasting."""
+  b = gm.GraphBuilder(rng)
+  n, heads, s, d = (int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 10)),
+                    int(rng.integers(1, 9)))
+  q = b.input([n, heads, s, d])
+  if idx % 2:
+    k = b.weight([heads, d, s], fan_in=d)  # broadcast over the batch
+  else:
+    k = b.node("Transpose", [b.input([n, heads, s, d])], perm=[0, 1, 3, 2])
+  y = b.node("MatMul", [q, k])
+  y = b.node("Softmax", [y], axis=-1)
+  y = b.node("MatMul", [y, b.input([n, heads, s, d])])
+  return case(b, f"attention_matmul_{idx}_{n}x{heads}x{s}x{d}", [y], gm.rand_opset(rng, 13, 21))
+
+
+# ---------------------------------------------------------------- transformers
+
+
+def layer_norm(b, x, hidden, opset, eps=1e-12):
+  gamma = b.const(b.rng.uniform(0.8, 1.2, hidden).astype(np.float32), "ln_g")
+  beta = b.const((0.1 * b.rng.standard_normal(hidden)).astype(np.float32), "ln_b")
+  if opset >= 17:
+    return b.node("LayerNormalization", [x, gamma, beta], axis=-1, epsilon=eps)
+  # PyTorch's decomposition before opset 17.
+  mean = reduce_mean(b, x, [-1], opset)
+  centred = b.node("Sub", [x, mean])
+  var = reduce_mean(b, b.node("Pow", [centred, f32(b, 2.0)]), [-1], opset)
+  std = b.node("Sqrt", [b.node("Add", [var, f32(b, eps)])])
+  return b.node("Add", [b.node("Mul", [b.node("Div", [centred, std]), gamma]), beta])
+
+
+def linear(b, x, fan_in, fan_out):
+  w = b.weight([fan_in, fan_out], fan_in=fan_in)
+  bias = b.const((0.02 * b.rng.standard_normal(fan_out)).astype(np.float32), "bias")
+  return b.node("Add", [b.node("MatMul", [x, w]), bias])
+
+
+def split_heads(b, x, heads, head_dim, opset):
+  """[n, s, hidden] -> [n, heads, s, head_dim], the target built from Shape like PyTorch."""
+  shp = b.node("Shape", [x])
+  n = unsqueeze(b, b.node("Gather", [shp, i64(b, 0)], axis=0), [0], opset)
+  s = unsqueeze(b, b.node("Gather", [shp, i64(b, 1)], axis=0), [0], opset)
+  target = b.node("Concat", [n, s, i64(b, [heads]), i64(b, [head_dim])], axis=0)
+  return b.node("Transpose", [b.node("Reshape", [x, target])], perm=[0, 2, 1, 3])
+
+
+def merge_heads(b, x, hidden):
+  y = b.node("Transpose", [x], perm=[0, 2, 1, 3])
+  return b.node("Reshape", [y, i64(b, [0, 0, hidden])])
+
+
+def gelu_erf(b, x):
+  inner = b.node("Add", [b.node("Erf", [b.node("Div", [x, f32(b, 1.4142135)])]), f32(b, 1.0)])
+  return b.node("Mul", [b.node("Mul", [x, inner]), f32(b, 0.5)])
+
+
+def gelu_tanh(b, x):
+  cube = b.node("Pow", [x, f32(b, 3.0)])
+  inner = b.node("Add", [x, b.node("Mul", [cube, f32(b, 0.044715)])])
+  t = b.node("Tanh", [b.node("Mul", [inner, f32(b, 0.7978845608)])])
+  return b.node("Mul", [b.node("Mul", [x, f32(b, 0.5)]), b.node("Add", [t, f32(b, 1.0)])])
+
+
+def bert_encoder(rng, opset, batch=1, seq=16, hidden=64, heads=4, layers=2, vocab=50):
+  b = gm.GraphBuilder(rng)
+  head_dim = hidden // heads
+  ids = int_input(b, [batch, seq], vocab, "input_ids")
+  word = b.node("Gather", [b.weight([vocab, hidden], fan_in=1), ids], axis=0)
+  # position_ids is a buffer: Gather of constants, folded at import.
+  pos_table = b.weight([seq + 4, hidden], fan_in=1)
+  positions = unsqueeze(b, b.node("Range", [i64(b, 0), i64(b, seq), i64(b, 1)]), [0], opset)
+  pos = b.node("Gather", [pos_table, positions], axis=0)
+  token_type = b.node("Gather", [b.weight([2, hidden], fan_in=1),
+                                 b.node("ConstantOfShape", [i64(b, [batch, seq])],
+                                        value=numpy_helper.from_array(np.array([0], np.int64)))],
+                      axis=0)
+  x = layer_norm(b, b.node("Add", [b.node("Add", [word, token_type]), pos]), hidden, opset)
+  # The additive attention mask HF builds from an all-ones mask: folded at import.
+  mask = b.node("Cast", [unsqueeze(b, unsqueeze(b, b.node("ConstantOfShape", [
+      i64(b, [batch, seq])], value=numpy_helper.from_array(np.array([1], np.int64))), [1], opset),
+      [2], opset)], to=TensorProto.FLOAT)
+  mask = b.node("Mul", [b.node("Sub", [f32(b, 1.0), mask]), f32(b, -3.4028234663852886e38)])
+  for _ in range(layers):
+    q = split_heads(b, linear(b, x, hidden, hidden), heads, head_dim, opset)
+    k = split_heads(b, linear(b, x, hidden, hidden), heads, head_dim, opset)
+    v = split_heads(b, linear(b, x, hidden, hidden), heads, head_dim, opset)
+    scores = b.node("MatMul", [q, b.node("Transpose", [k], perm=[0, 1, 3, 2])])
+    scores = b.node("Add", [b.node("Div", [scores, f32(b, float(np.sqrt(head_dim)))]), mask])
+    context = merge_heads(b, b.node("MatMul", [b.node("Softmax", [scores], axis=-1), v]), hidden)
+    x = layer_norm(b, b.node("Add", [linear(b, context, hidden, hidden), x]), hidden, opset)
+    ffn = linear(b, gelu_erf(b, linear(b, x, hidden, 4 * hidden)), 4 * hidden, hidden)
+    x = layer_norm(b, b.node("Add", [ffn, x]), hidden, opset)
+  # The pooler reads the first token: Gather with a constant scalar index.
+  first = b.node("Gather", [x, i64(b, 0)], axis=1)
+  pooled = b.node("Tanh", [linear(b, first, hidden, hidden)])
+  name = f"bert_tiny_op{opset}_n{batch}"
+  return gm.Case(name, b.model([x, pooled], opset, name), b.input_values)
+
+
+def gpt2_block(rng, opset, batch=1, seq=16, hidden=64, heads=4, vocab=50, max_positions=32):
+  b = gm.GraphBuilder(rng)
+  head_dim = hidden // heads
+  ids = int_input(b, [batch, seq], vocab, "input_ids")
+  wte = b.weight([vocab, hidden], fan_in=1)
+  x = b.node("Gather", [wte, ids], axis=0)
+  positions = b.node("Range", [i64(b, 0), i64(b, seq), i64(b, 1)])
+  x = b.node("Add", [x, b.node("Gather", [b.weight([max_positions, hidden], fan_in=1),
+                                          positions], axis=0)])
+  # The causal mask buffer [1, 1, P, P] (bool), sliced to the sequence like HF GPT-2.
+  bias = b.const(np.tril(np.ones((max_positions, max_positions), bool))[None, None], "attn_bias")
+  causal = b.node("Slice", [bias, i64(b, [0, 0]), i64(b, [seq, seq]), i64(b, [2, 3])])
+  h = layer_norm(b, x, hidden, opset, eps=1e-5)
+  qkv = linear(b, h, hidden, 3 * hidden)
+  parts = []
+  for i in range(3):
+    part = b.node("Slice", [qkv, i64(b, [i * hidden]), i64(b, [(i + 1) * hidden]), i64(b, [2])])
+    parts.append(split_heads(b, part, heads, head_dim, opset))
+  q, k, v = parts
+  scores = b.node("MatMul", [q, b.node("Transpose", [k], perm=[0, 1, 3, 2])])
+  scores = b.node("Div", [scores, f32(b, float(np.sqrt(head_dim)))])
+  scores = b.node("Where", [causal, scores, f32(b, -3.4028234663852886e38)])
+  context = merge_heads(b, b.node("MatMul", [b.node("Softmax", [scores], axis=-1), v]), hidden)
+  x = b.node("Add", [x, linear(b, context, hidden, hidden)])
+  h = layer_norm(b, x, hidden, opset, eps=1e-5)
+  x = b.node("Add", [x, linear(b, gelu_tanh(b, linear(b, h, hidden, 4 * hidden)), 4 * hidden,
+                               hidden)])
+  x = layer_norm(b, x, hidden, opset, eps=1e-5)
+  logits = b.node("MatMul", [x, b.node("Transpose", [wte], perm=[1, 0])])
+  name = f"gpt2_tiny_op{opset}_n{batch}"
+  return gm.Case(name, b.model([logits], opset, name), b.input_values)
+
+
+SINGLE_OPS = [
+    (gen_transpose, 4),
+    (gen_gather, 8),
+    (lambda r, i: gen_arith(r, i, "Sub"), 4),
+    (lambda r, i: gen_arith(r, i, "Div"), 5),
+    (lambda r, i: gen_arith(r, i, "Pow"), 5),
+    (lambda r, i: gen_unary_math(r, i, "Sqrt"), 3),
+    (lambda r, i: gen_unary_math(r, i, "Erf"), 3),
+    (lambda r, i: gen_unary_math(r, i, "Tanh"), 3),
+    (lambda r, i: gen_unary_math(r, i, "Gelu"), 4),
+    (gen_where, 4),
+    (gen_expand, 5),
+    (gen_reduce_mean, 8),
+    (gen_layer_norm, 6),
+    (gen_slice, 10),
+    (gen_squeeze, 4),
+    (gen_cast, 3),
+    (gen_shape_subgraph, 4),
+    (gen_batched_matmul, 4),
+]
+
+
+def build_cases(rng) -> list:
+  seeds = iter(rng.integers(0, 2**32, size=1000))
+  cases = []
+  for gen, count in SINGLE_OPS:
+    for i in range(count):
+      cases.append(gen(np.random.default_rng(int(next(seeds))), i))
+  for opset in (13, 17):
+    cases.append(bert_encoder(np.random.default_rng(int(next(seeds))), opset))
+    cases.append(gpt2_block(np.random.default_rng(int(next(seeds))), opset))
+  cases.append(bert_encoder(np.random.default_rng(int(next(seeds))), 17, batch=2))
+  return cases

@@ -9,6 +9,7 @@
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/reference/reference_kernels.hpp"
+#include "kernels/sparse/sparse_ops.hpp"
 #include "kernels/tile_kernel.hpp"
 
 namespace tessera::kernels {
@@ -68,6 +69,12 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::MaxPool, "cpu.maxpool", cpu::max_pool, nullptr, cpu::max_pool_applies, 10},
     {OpType::GlobalAveragePool, "cpu.global_average_pool", cpu::global_average_pool, nullptr,
      cpu::global_average_pool_applies, 10},
+    // Sparse-weight variants (kernels/sparse/sparse_ops.hpp): above the dense
+    // ones, applying only when the weight is sparse enough to win.
+    {OpType::Gemm, "cpu.gemm_sparse", sparse::gemm_sparse, sparse::prepare_gemm_sparse,
+     sparse::gemm_sparse_applies, 20},
+    {OpType::MatMul, "cpu.matmul_sparse", sparse::matmul_sparse, sparse::prepare_matmul_sparse,
+     sparse::matmul_sparse_applies, 20},
 };
 
 }  // namespace

@@ -561,6 +561,57 @@ SINGLE_OPS = [
 ]
 
 
+# ------------------------------------------------------ sparse weights (issue 6)
+# MLPs whose weights are magnitude-pruned: 90% unstructured and 90% in 32x32
+# blocks, so `tessera compile` picks cpu.gemm_sparse / cpu.matmul_sparse
+# (tests/kernels_sparse/check_sparse_report.py checks that it does).
+
+
+def prune_unstructured(w: np.ndarray, ratio: float) -> np.ndarray:
+  """Zeroes the `ratio` fraction of w's elements with the smallest magnitude."""
+  flat = np.abs(w).ravel()
+  cut = np.sort(flat)[int(ratio * flat.size) - 1] if ratio > 0 else -1.0
+  return np.where(np.abs(w) > cut, w, 0.0).astype(np.float32)
+
+
+def prune_blocks(w: np.ndarray, ratio: float, block: int = 32) -> np.ndarray:
+  """Zeroes the `ratio` fraction of block x block tiles of a 2-D w with the smallest L2 norm."""
+  rows, cols = w.shape
+  br, bc = -(-rows // block), -(-cols // block)
+  norms = np.zeros((br, bc))
+  for i in range(br):
+    for j in range(bc):
+      norms[i, j] = np.linalg.norm(w[i * block:(i + 1) * block, j * block:(j + 1) * block])
+  keep = norms > np.sort(norms.ravel())[int(ratio * norms.size) - 1]
+  mask = np.kron(keep, np.ones((block, block)))[:rows, :cols]
+  return (w * mask).astype(np.float32)
+
+
+def net_sparse_mlp(rng, batch):
+  """Gemm (90% unstructured) -> Relu -> Gemm transB (90% 32x32 blocks) -> Relu -> MatMul
+  (90% unstructured)."""
+  b = GraphBuilder(rng)
+  x = b.input([batch, 256], name="features")
+
+  def weight(shape, fan_in):
+    return (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
+
+  w1 = b.const(prune_unstructured(weight([256, 320], 256), 0.9), "w_unstructured")
+  y = b.node("Gemm", [x, w1, b.const(rng.standard_normal(320).astype(np.float32), "bias")])
+  y = b.node("Relu", [y])
+  w2 = b.const(prune_blocks(weight([192, 320], 320), 0.9), "w_blocks")  # [N, K]: transB
+  y = b.node("Gemm", [y, w2, b.const(rng.standard_normal(192).astype(np.float32), "bias")],
+             transB=1, alpha=0.75)
+  y = b.node("Relu", [y])
+  w3 = b.const(prune_unstructured(weight([192, 64], 192), 0.9), "w_matmul")
+  y = b.node("MatMul", [y, w3], out_names=["scores"])
+  return b.model([y], 13, "sparse_mlp"), b.input_values
+
+
+NETWORKS["net_g_sparse_mlp"] = net_sparse_mlp
+# ------------------------------------------------------ end of sparse weights
+
+
 import gen_transformer_models  # noqa: E402  (uses Case and GraphBuilder above)
 
 

@@ -1,0 +1,211 @@
+// Single-thread sparse-weight GEMM, Y = A·B with A dense [M, K] and B sparse
+// [K, N] (SparTA Fig. 16/18: 1024³), beside Tessera's dense SGEMM and
+// oneDNN's dnnl_sgemm in the same run:
+//   - B unstructured at 50/90/95/99% sparsity (CSR);
+//   - B in 32×32 blocks at 70/80/90% sparsity, alone and plus 1% scattered
+//     nonzeros (BSR + CSR summed, the SparTA §3.3 decomposition, next to
+//     BSR alone covering the scattered ones with whole blocks);
+//   - `--crossover`: density sweeps per format, to set the crossovers in
+//     kernels/sparse/sparse_gemm.cpp.
+//
+//   bench_spmm [--size N] [--reps R] [--crossover]
+//
+// Times are per second of this thread's CPU time (the machine is shared),
+// the median of R repetitions; B is packed outside the timed loop (weights
+// are packed at model load). GFLOP/s are dense-equivalent (2·M·N·K / t).
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/sparse/sparse_gemm.hpp"
+
+#if TESSERA_BENCH_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+namespace {
+
+using namespace tessera::kernels;
+
+double thread_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Median seconds of `reps` runs (after one warm-up).
+double time_median(int reps, const std::function<void()>& fn) {
+  fn();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = thread_seconds();
+    fn();
+    t.push_back(thread_seconds() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::vector<float> random_values(size_t count, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// B [K, N]: unstructured at `density`, or `block`×`block` blocks kept with
+// probability `density` plus `extra` scattered nonzeros.
+std::vector<float> sparse_b(int64_t k, int64_t n, double density, int block, double extra,
+                            std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  std::vector<float> b = random_values(static_cast<size_t>(k * n), rng);
+  if (block <= 1) {
+    for (float& x : b)
+      if (coin(rng) >= density) x = 0.0f;
+    return b;
+  }
+  // Exactly round(density · blocks) blocks kept, at random places.
+  const int64_t bk = (k + block - 1) / block, bn = (n + block - 1) / block;
+  std::vector<char> keep(static_cast<size_t>(bk * bn), 0);
+  std::fill(keep.begin(), keep.begin() + static_cast<int64_t>(density * bk * bn + 0.5), 1);
+  std::shuffle(keep.begin(), keep.end(), rng);
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j)
+      if (!keep[(kk / block) * bn + j / block] && coin(rng) >= extra) b[kk * n + j] = 0.0f;
+  return b;
+}
+
+struct Result {
+  std::string label;
+  double density = 1.0, seconds = 0;
+  std::string layout;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t size = 1024;
+  int reps = 5;
+  bool crossover = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--size") && i + 1 < argc)
+      size = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--crossover"))
+      crossover = true;
+    else {
+      std::fprintf(stderr, "usage: bench_spmm [--size N] [--reps R] [--crossover]\n");
+      return 2;
+    }
+  }
+  // oneDNN on Debian uses libgomp: one thread, like Tessera here.
+  using SetThreads = void (*)(int);
+  if (auto set_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+    set_threads(1);
+
+  const int64_t m = size, k = size, n = size;
+  const double flop = 2.0 * static_cast<double>(m) * n * k;
+  std::mt19937_64 rng(42);
+  const std::vector<float> a = random_values(static_cast<size_t>(m * k), rng);
+  std::vector<float> c(static_cast<size_t>(m * n));
+  const cpu::GemmTile whole{.m0 = 0, .m1 = m, .n0 = 0, .n1 = n};
+  std::printf("bench_spmm: %lldx%lldx%lld, 1 thread, SGEMM ISA %.*s, median of %d\n",
+              static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+              static_cast<int>(cpu::gemm_isa_name(cpu::gemm_isa()).size()),
+              cpu::gemm_isa_name(cpu::gemm_isa()).data(), reps);
+
+  // The dense baselines on a dense B.
+  const std::vector<float> b_dense = random_values(static_cast<size_t>(k * n), rng);
+  const cpu::PackedMatrix packed = cpu::pack_b(b_dense.data(), k, n, n, false);
+  const double dense_s =
+      time_median(reps, [&] { cpu::gemm_tile(a.data(), k, packed, c.data(), n, whole); });
+  double onednn_s = 0;
+#if TESSERA_BENCH_HAVE_DNNL
+  onednn_s = time_median(reps, [&] {
+    dnnl_sgemm('N', 'N', m, n, k, 1.0f, a.data(), k, b_dense.data(), n, 0.0f, c.data(), n);
+  });
+#endif
+  std::printf("%-40s %8s %9s %10s %9s %9s %8s  %s\n", "case", "density", "ms", "GFLOP/s-eq",
+              "vs dense", "vs oneDNN", "target", "layout");
+  auto row = [&](const std::string& label, double density, double s, const std::string& layout,
+                 bool with_target) {
+    char target[16] = "";
+    if (with_target && density > 0) std::snprintf(target, sizeof target, "%.1fx", 0.7 / density);
+    std::printf("%-40s %7.2f%% %9.3f %10.1f %8.2fx %8.2fx %8s  %s\n", label.c_str(),
+                100.0 * density, 1e3 * s, flop / s * 1e-9, dense_s / s,
+                onednn_s > 0 ? onednn_s / s : 0.0, target, layout.c_str());
+  };
+  row("tessera dense SGEMM", 1.0, dense_s, "packed panels", false);
+  if (onednn_s > 0) row("oneDNN dnnl_sgemm", 1.0, onednn_s, "dense", false);
+
+  auto run_sparse = [&](const std::string& label, const std::vector<float>& b,
+                        const sparse::SparseLayout* forced, bool with_target) {
+    const sparse::SparseLayoutChoice choice =
+        sparse::choose_sparse_layout(b.data(), k, n, n, false);
+    const sparse::SparseLayout layout = forced ? *forced : choice.layout;
+    const sparse::SparseMatrix sm = sparse::pack_sparse_b(b.data(), k, n, n, false, layout);
+    const double s =
+        time_median(reps, [&] { sparse::sparse_gemm_tile(a.data(), k, sm, c.data(), n, whole); });
+    const double density = static_cast<double>(sm.nonzeros()) / static_cast<double>(k * n);
+    char layout_text[96];
+    std::snprintf(layout_text, sizeof layout_text, "%s (stores %.1f%%; model est. %.2fx dense)",
+                  sparse::layout_name(layout).c_str(),
+                  100.0 * static_cast<double>(sm.stored_elements()) / static_cast<double>(k * n),
+                  choice.relative_cost);
+    row(label, density, s, layout_text, with_target);
+  };
+
+  if (crossover) {
+    const sparse::SparseLayout csr{.block = -1};
+    for (double d : {0.3, 0.4, 0.5, 0.6, 0.7})
+      run_sparse("crossover csr " + std::to_string(d).substr(0, 4), sparse_b(k, n, d, 1, 0, rng),
+                 &csr, false);
+    for (int block = 0; block < sparse::kSparseBlockShapeCount; ++block) {
+      const sparse::SparseLayout bsr{.block = block, .min_block_nonzeros = 1};
+      const int bn = sparse::kSparseBlockShapes[block].n;
+      for (double d : {0.3, 0.5, 0.7, 0.9}) {
+        // Whole blocks: 32x32 for the 32x32 shape, else bn-wide vectors (k = 1).
+        const std::vector<float> b = block == 3 ? sparse_b(k, n, d, 32, 0, rng) : [&] {
+          std::vector<float> v = sparse_b(k, n, 1.0, 1, 0, rng);
+          std::uniform_real_distribution<double> coin(0.0, 1.0);
+          for (int64_t kk = 0; kk < k; ++kk)
+            for (int64_t j0 = 0; j0 < n; j0 += bn)
+              if (coin(rng) >= d)
+                std::fill(v.begin() + kk * n + j0, v.begin() + kk * n + j0 + bn, 0.0f);
+          return v;
+        }();
+        run_sparse("crossover bsr" + sparse::block_shape_name(block) + " " +
+                       std::to_string(d).substr(0, 4),
+                   b, &bsr, false);
+      }
+    }
+    return 0;
+  }
+
+  for (double sparsity : {0.5, 0.9, 0.95, 0.99})
+    run_sparse("unstructured " + std::to_string(static_cast<int>(sparsity * 100)) + "%",
+               sparse_b(k, n, 1.0 - sparsity, 1, 0, rng), nullptr, true);
+  for (double sparsity : {0.7, 0.8, 0.9}) {
+    const std::string pct = std::to_string(static_cast<int>(sparsity * 100 + 0.5)) + "%";
+    run_sparse("32x32 blocks " + pct, sparse_b(k, n, 1.0 - sparsity, 32, 0, rng), nullptr, true);
+    const std::vector<float> mixed = sparse_b(k, n, 1.0 - sparsity, 32, 0.01, rng);
+    run_sparse("32x32 blocks " + pct + " + 1% unstructured", mixed, nullptr, true);
+    const sparse::SparseLayout blocks_only{.block = 3, .min_block_nonzeros = 1};
+    run_sparse("  same, BSR 32x32 only (no CSR part)", mixed, &blocks_only, false);
+  }
+  std::printf(
+      "target: SparTA's >= 0.7 x (1/density) over dense at 90%%+ sparsity, faster than dense "
+      "from 50%%\n");
+  return 0;
+}

@@ -24,6 +24,9 @@ namespace tessera::graph {
 //  - BatchNormalization (inference form): inputs X, scale, B, mean, var; epsilon.
 //  - Conv, Gemm, MatMul: `activation` is an epilogue fused in by the compiler
 //    (applied after the bias; Clip uses clip_min/clip_max).
+//  - Conv with fused_residual: inputs X, W, B (always present), R; R has the
+//    output's shape and is added after the bias, before the activation
+//    (graph/fuse_residual.hpp).
 // An elementwise activation fused into the op that produces its input.
 // Values are stored in `.tess` files: append, never renumber.
 enum class Activation : uint8_t { None = 0, Relu = 1, Clip = 2, Sigmoid = 3 };
@@ -48,6 +51,7 @@ struct OpAttributes {
   float epsilon = 1e-5f;
   std::vector<int64_t> new_shape;
   Activation activation = Activation::None;
+  bool fused_residual = false;
 
   bool operator==(const OpAttributes&) const = default;
 };

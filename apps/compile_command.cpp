@@ -10,6 +10,7 @@
 #include "graph/compiler.hpp"
 #include "graph/error.hpp"
 #include "kernels/kernel_choice.hpp"
+#include "kernels/layout_assignment.hpp"
 #include "serialization/onnx/onnx_importer.hpp"
 #include "serialization/tess/tess_writer.hpp"
 
@@ -26,6 +27,8 @@ struct CompileArgs {
   bool reference_kernels = false;
   bool tune = false;
   int32_t tune_iterations = 10;
+  std::string layout = "auto";
+  bool no_residual_fusion = false;
 };
 
 std::string machine_target() {
@@ -42,22 +45,34 @@ std::string machine_target() {
 }
 
 // Everything from operator graph to a tile graph ready to save: the compiler's
-// passes, then the kernel choice (reported per op, with why a faster variant
-// did not apply).
-graph::TileGraph build_tile_graph(graph::Graph g, const graph::CompileOptions& options,
-                                  bool reference_kernels, graph::CompileReport* report) {
-  graph::TileGraph tiles = graph::compile_graph(std::move(g), options, report);
+// passes, the kernel choice (reported per op, with why a faster variant did
+// not apply), then each activation tensor's layout from the chosen kernels'
+// layout contracts.
+struct BuiltTileGraph {
+  graph::TileGraph tiles;
+  kernels::LayoutAssignment layouts;
+};
+
+BuiltTileGraph build_tile_graph(graph::Graph g, const graph::CompileOptions& options,
+                                const CompileArgs& args, graph::CompileReport* report) {
+  BuiltTileGraph built{graph::compile_graph(std::move(g), options, report), {}};
+  graph::TileGraph& tiles = built.tiles;
   const auto choices =
-      kernels::choose_kernels(tiles, reference_kernels ? kernels::KernelPolicy::ReferenceOnly
-                                                       : kernels::KernelPolicy::Fastest);
+      kernels::choose_kernels(tiles, args.reference_kernels ? kernels::KernelPolicy::ReferenceOnly
+                                                            : kernels::KernelPolicy::Fastest);
+  built.layouts = kernels::assign_layouts(
+      tiles, args.layout == "nchw" ? kernels::LayoutPolicy::Nchw : kernels::LayoutPolicy::Auto);
   if (report) {
     for (size_t i = 0; i < choices.size(); ++i) {
-      report->ops[i].kernel = choices[i].kernel;
+      graph::OpReport& op = report->ops[i];
+      op.kernel = choices[i].kernel;
       for (const std::string& skipped : choices[i].skipped)
-        report->ops[i].note += (report->ops[i].note.empty() ? "not " : "; not ") + skipped;
+        op.note += (op.note.empty() ? "not " : "; not ") + skipped;
+      if (tiles.tensors[static_cast<size_t>(tiles.ops[i].outputs[0])].layout == graph::Layout::NHWC)
+        op.note += (op.note.empty() ? "" : "; ") + std::string("NHWC out");
     }
   }
-  return tiles;
+  return built;
 }
 
 std::string tiles_label(int32_t tiles) {
@@ -71,7 +86,8 @@ void print_tuning(const TileTuning& t, int32_t threads) {
                 c.tiles == t.best_tiles ? "  <- chosen" : "");
 }
 
-void print_report(const CompileArgs& a, const graph::CompileReport& r) {
+void print_report(const CompileArgs& a, const graph::CompileReport& r,
+                  const kernels::LayoutAssignment& layouts) {
   std::printf("tessera compile: %s -> %s\n", a.model.c_str(), a.output.c_str());
   std::printf("  ops %zu, tile nodes %lld, edges %lld, arena %s (%s without reuse), weights %s\n",
               r.ops.size(), static_cast<long long>(r.nodes), static_cast<long long>(r.edges),
@@ -83,7 +99,10 @@ void print_report(const CompileArgs& a, const graph::CompileReport& r) {
     std::printf("  %-32s %-20s %-18s %d%s%s\n", op.name.c_str(),
                 std::string(graph::op_type_name(op.type)).c_str(), op.kernel.c_str(), op.tiles,
                 op.note.empty() ? "" : "  ", op.note.c_str());
+  std::printf("  layout: %d/%d rank-4 activation tensors stored NHWC (--layout %s)\n",
+              layouts.nhwc_tensors, layouts.material_tensors, a.layout.c_str());
   for (const auto& note : r.notes) std::printf("  note: %s\n", note.c_str());
+  for (const auto& why : layouts.kept_nchw) std::printf("  note: %s\n", why.c_str());
 }
 
 }  // namespace
@@ -105,6 +124,12 @@ Command add_compile_command(CLI::App& app) {
                 "the fastest (ASPEN Fig. 10a)");
   sub->add_option("--tune-iterations", args->tune_iterations, "Timed runs per candidate")
       ->check(CLI::Range(1, 10000));
+  sub->add_option(
+         "--layout", args->layout,
+         "Activation layout: auto (NHWC where the kernels allow it) or nchw (for A/B runs)")
+      ->check(CLI::IsMember({"auto", "nchw"}));
+  sub->add_flag("--no-residual-fusion", args->no_residual_fusion,
+                "Keep residual Adds as separate ops (for A/B runs)");
   return [args] {
     graph::Graph g = serialization::import_onnx_file(args->model);
     graph::CompileOptions options;
@@ -112,6 +137,7 @@ Command add_compile_command(CLI::App& app) {
     options.threads = args->threads > 0 ? args->threads
                                         : static_cast<int32_t>(std::thread::hardware_concurrency());
     options.target = machine_target();
+    options.fuse_residual = !args->no_residual_fusion;
     if (args->tune && args->tiles > 0)
       throw Error("--tune searches the tile count: give --tune or --tiles, not both");
     std::optional<TileTuning> tuning;
@@ -120,17 +146,16 @@ Command add_compile_command(CLI::App& app) {
           [&](int32_t tiles) {
             graph::CompileOptions candidate = options;
             candidate.tiles = tiles;
-            return build_tile_graph(g, candidate, args->reference_kernels, nullptr);
+            return build_tile_graph(g, candidate, *args, nullptr).tiles;
           },
           options.threads, args->tune_iterations, args->output + ".tuning");
       options.tiles = tuning->best_tiles;
     }
     graph::CompileReport report;
-    graph::TileGraph tiles =
-        build_tile_graph(std::move(g), options, args->reference_kernels, &report);
-    serialization::write_tess_file(tiles, args->output);
+    BuiltTileGraph built = build_tile_graph(std::move(g), options, *args, &report);
+    serialization::write_tess_file(built.tiles, args->output);
     if (!args->quiet) {
-      print_report(*args, report);
+      print_report(*args, report, built.layouts);
       if (tuning) print_tuning(*tuning, options.threads);
     }
     return 0;

@@ -65,7 +65,9 @@ void print_json(const InspectArgs& a, const graph::TileGraph& g, const Summary& 
     j += std::string(i ? ", " : "") + "{\"name\": " + json_string(op.name) + ", \"type\": \"" +
          std::string(graph::op_type_name(op.type)) + "\", \"kernel\": " + json_string(op.kernel) +
          ", \"tiles\": " + std::to_string(s.tiles_per_op[i]) +
-         ", \"output_shape\": " + json_dims(g.tensors[op.outputs[0]].shape) + "}";
+         ", \"output_shape\": " + json_dims(g.tensors[op.outputs[0]].shape) +
+         ", \"output_layout\": \"" +
+         std::string(graph::layout_name(g.tensors[op.outputs[0]].layout)) + "\"}";
   }
   std::printf("%s]}\n", j.c_str());
 }
@@ -82,12 +84,17 @@ void print_text(const InspectArgs& a, const graph::TileGraph& g, const Summary& 
   std::printf("  %zu ops, %zu tile nodes, %lld edges, depth %d, arena %s, weights %s\n",
               g.ops.size(), g.nodes.size(), static_cast<long long>(s.edges), s.max_depth,
               format_bytes(g.arena_bytes).c_str(), format_bytes(s.weight_bytes).c_str());
+  int nhwc = 0;
+  for (const auto& t : g.tensors) nhwc += t.layout == graph::Layout::NHWC ? 1 : 0;
+  std::printf("  %d tensors stored NHWC\n", nhwc);
   std::printf("  %-32s %-20s %-12s %-6s %s\n", "op", "type", "kernel", "tiles", "output");
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const auto& op = g.ops[i];
-    std::printf("  %-32s %-20s %-12s %-6d %s\n", op.name.c_str(),
+    const auto& out = g.tensors[op.outputs[0]];
+    std::printf("  %-32s %-20s %-12s %-6d %s %s\n", op.name.c_str(),
                 std::string(graph::op_type_name(op.type)).c_str(), op.kernel.c_str(),
-                s.tiles_per_op[i], json_dims(g.tensors[op.outputs[0]].shape).c_str());
+                s.tiles_per_op[i], json_dims(out.shape).c_str(),
+                std::string(graph::layout_name(out.layout)).c_str());
   }
   if (!a.nodes) return;
   std::printf("  %-6s %-24s %-28s %-7s %-5s %s\n", "node", "op", "region", "parents", "depth",

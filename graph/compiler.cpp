@@ -1,4 +1,5 @@
-// compile_graph: checks → BN folding → dead-code removal → tiler (APU,
+// compile_graph: checks → BN folding → residual-Add and activation fusion →
+// dead-code removal → tiler (APU,
 // ASPEN §3.1) → memory plan → TileGraph.
 #include "graph/compiler.hpp"
 
@@ -8,6 +9,7 @@
 #include "graph/error.hpp"
 #include "graph/fold_batch_norm.hpp"
 #include "graph/fuse_activations.hpp"
+#include "graph/fuse_residual.hpp"
 #include "graph/memory_plan.hpp"
 #include "graph/op_shape.hpp"
 #include "graph/tiler.hpp"
@@ -139,6 +141,9 @@ void check_graph(const Graph& graph) {
 TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileReport* report) {
   check_graph(graph);
   std::vector<FoldedBatchNorm> folds = fold_batch_norms(graph);
+  // Residual Adds first: a Relu after the Add then fuses into the same Conv.
+  std::vector<FusedResidual> residuals;
+  if (options.fuse_residual) residuals = fuse_residual_adds(graph);
   std::vector<FusedActivation> fusions = fuse_activations(graph);
   graph = remove_dead(std::move(graph));
   std::vector<TileNode> nodes =
@@ -181,6 +186,9 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       OpReport r{op.name, op.type, op.kernel, tiles[i], ""};
       for (const FoldedBatchNorm& f : folds)
         if (f.conv == op.name) r.note = "BatchNormalization '" + f.batch_norm + "' folded in";
+      for (const FusedResidual& f : residuals)
+        if (f.conv == op.name)
+          r.note += (r.note.empty() ? "" : "; ") + ("residual '" + f.add + "' fused in");
       for (const FusedActivation& f : fusions)
         if (f.producer == op.name)
           r.note += (r.note.empty() ? "" : "; ") + ("activation '" + f.activation + "' fused in");
@@ -194,6 +202,8 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     for (const FoldedBatchNorm& f : folds)
       report->notes.push_back("BatchNormalization '" + f.batch_norm + "' folded into Conv '" +
                               f.conv + "'");
+    for (const FusedResidual& f : residuals)
+      report->notes.push_back("'" + f.add + "' fused into '" + f.conv + "' as a residual epilogue");
     for (const FusedActivation& f : fusions)
       report->notes.push_back("'" + f.activation + "' fused into '" + f.producer +
                               "' as its epilogue");

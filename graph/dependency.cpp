@@ -172,7 +172,7 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
   const OpAttributes& a = op.attrs;
   switch (op.type) {
     case OpType::Conv: {
-      need_inputs(op, in, 2, 3);
+      need_inputs(op, in, 2, a.fused_residual ? 4 : 3);
       need_rank(op, in[0], 4);
       need_rank(op, in[1], 4);
       need_rank(op, output_shape, 4);
@@ -186,9 +186,13 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       add(deps, 0, xr, x);
       add(deps, 1, Region{{out.begin[1], 0, 0, 0}, {out.end[1], in[1][1], in[1][2], in[1][3]}},
           in[1]);
-      if (in.size() == 3) {
+      if (in.size() >= 3) {
         need_rank(op, in[2], 1);
         add(deps, 2, Region{{out.begin[1]}, {out.end[1]}}, in[2]);
+      }
+      if (in.size() == 4) {  // fused residual: the same elements as the output
+        need_rank(op, in[3], 4);
+        add(deps, 3, out, in[3]);
       }
       break;
     }

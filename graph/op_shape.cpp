@@ -122,7 +122,11 @@ std::vector<int64_t> spatial_output(const Operator& op, const Shape& x, bool cei
 }
 
 Shape conv_shape(const Operator& op, const std::vector<Shape>& in) {
-  check_input_count(op, in, 2, 3);
+  // A fused residual (graph/fuse_residual.hpp) is input 3, the bias always present.
+  if (op.attrs.fused_residual)
+    check_input_count(op, in, 4, 4);
+  else
+    check_input_count(op, in, 2, 3);
   const Shape& x = in[0];
   const Shape& w = in[1];
   check_rank(op, x, 4, "input X");
@@ -139,10 +143,14 @@ Shape conv_shape(const Operator& op, const std::vector<Shape>& in) {
                  std::to_string(a.group));
   if (a.kernel_shape.size() == 2 && (a.kernel_shape[0] != w[2] || a.kernel_shape[1] != w[3]))
     fail(op, "kernel_shape does not match weight shape " + shape_to_string(w));
-  if (in.size() == 3 && (in[2].size() != 1 || in[2][0] != m))
+  if (in.size() >= 3 && (in[2].size() != 1 || in[2][0] != m))
     fail(op, "bias must have shape [" + std::to_string(m) + "], got " + shape_to_string(in[2]));
   auto hw = spatial_output(op, x, false, false);
-  return {x[0], m, hw[0], hw[1]};
+  Shape out = {x[0], m, hw[0], hw[1]};
+  if (in.size() == 4 && in[3] != out)
+    fail(op, "fused residual " + shape_to_string(in[3]) + " differs from the output shape " +
+                 shape_to_string(out));
+  return out;
 }
 
 Shape pool_shape(const Operator& op, const std::vector<Shape>& in) {
@@ -395,6 +403,8 @@ Shape slice_shape(const Operator& op, const std::vector<Shape>& in) {
 
 Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes) {
   const auto& in = input_shapes;
+  if (op.attrs.fused_residual && op.type != OpType::Conv)
+    fail(op, "has a fused residual, which only Conv supports");
   // Only the ops whose kernels apply an epilogue may carry a fused activation.
   if (op.attrs.activation != Activation::None && op.type != OpType::Conv &&
       op.type != OpType::Gemm && op.type != OpType::MatMul)

@@ -42,6 +42,9 @@ namespace tessera::graph {
 //  - LayerNormalization: inputs X, Scale, optional B, both of shape
 //    X.shape[axis:]; axis non-negative; epsilon. Only output Y.
 //  - Gelu: gelu_tanh selects approximate = "tanh".
+//  - Conv with fused_residual: inputs X, W, B (always present), R; R has the
+//    output's shape and is added after the bias, before the activation
+//    (graph/fuse_residual.hpp).
 // An elementwise activation fused into the op that produces its input.
 // Values are stored in `.tess` files: append, never renumber.
 enum class Activation : uint8_t { None = 0, Relu = 1, Clip = 2, Sigmoid = 3 };
@@ -74,6 +77,7 @@ struct OpAttributes {
   std::vector<int64_t> axes;
   bool keepdims = true;
   bool gelu_tanh = false;
+  bool fused_residual = false;
 
   bool operator==(const OpAttributes&) const = default;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/dtype.hpp"
+#include "graph/layout.hpp"
 #include "graph/operator.hpp"
 #include "graph/region.hpp"
 #include "graph/shape.hpp"
@@ -24,6 +25,9 @@ struct CompiledTensor {
   TensorStorage storage = TensorStorage::Arena;
   uint64_t arena_offset = 0;      // bytes from the arena start, when storage == Arena
   std::span<const float> weight;  // when storage == Weight; memory kept by TileGraph::storage
+  // Physical element order (graph/layout.hpp); NHWC only for rank-4 arena
+  // tensors that are neither model inputs nor outputs (kernels::assign_layouts).
+  Layout layout = Layout::NCHW;
   int64_t byte_size() const { return shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype)); }
 };
 
@@ -37,9 +41,10 @@ struct TileNode {
 };
 
 struct CompileOptions {
-  int32_t tiles = 0;    // requested tiles per op (0: the compiler's rule)
-  int32_t threads = 0;  // thread count the graph was tuned for (0: unspecified)
-  std::string target;   // the machine it was compiled for, e.g. "x86_64 avx512f"
+  int32_t tiles = 0;          // requested tiles per op (0: the compiler's rule)
+  int32_t threads = 0;        // thread count the graph was tuned for (0: unspecified)
+  std::string target;         // the machine it was compiled for, e.g. "x86_64 avx512f"
+  bool fuse_residual = true;  // residual-Add fusion (graph/fuse_residual.hpp); not stored
 };
 
 struct TileGraph {

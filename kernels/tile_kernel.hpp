@@ -10,20 +10,25 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/layout.hpp"
 #include "graph/operator.hpp"
 #include "graph/region.hpp"
 #include "graph/shape.hpp"
 
 namespace tessera::kernels {
 
+// `shape` is the logical (ONNX, NCHW) shape; `layout` says where its
+// elements lie (graph::layout_strides). Regions are always logical.
 struct ConstTensorView {
-  const float* data = nullptr;  // row-major, dense
+  const float* data = nullptr;  // dense, in `layout` order
   const graph::Shape* shape = nullptr;
+  graph::Layout layout = graph::Layout::NCHW;
 };
 
 struct TensorView {
-  float* data = nullptr;  // the whole output tensor (row-major, dense)
+  float* data = nullptr;  // the whole output tensor (dense, in `layout` order)
   const graph::Shape* shape = nullptr;
+  graph::Layout layout = graph::Layout::NCHW;
 };
 
 struct TileArgs {
@@ -52,6 +57,14 @@ using PrepareKernel = PreparedOp (*)(const graph::Operator& op,
 using KernelApplies = std::optional<std::string> (*)(const graph::Operator& op,
                                                      std::span<const ConstTensorView> inputs);
 
+// A variant's layout contract for rank-4 arena tensors whose layout is
+// material (H·W > 1; graph/layout.hpp):
+//  - NchwOnly: every such operand and the output are NCHW.
+//  - Any: each operand and the output may be NCHW or NHWC independently.
+//  - Uniform: NCHW or NHWC, but the same for all of them (e.g. an
+//    elementwise op walking one physical order).
+enum class LayoutSupport : uint8_t { NchwOnly, Any, Uniform };
+
 struct TileKernelVariant {
   graph::OpType type;
   std::string_view name;  // stored in .tess files: never rename
@@ -59,6 +72,9 @@ struct TileKernelVariant {
   PrepareKernel prepare = nullptr;  // optional
   KernelApplies applies = nullptr;  // optional: nullptr means always
   int preference = 0;               // higher is chosen first when it applies
+  // Which layouts run() accepts on the op's rank-4 activation operands and
+  // output (kernels/layout_assignment.hpp decides each tensor's layout).
+  LayoutSupport layouts = LayoutSupport::NchwOnly;
 };
 
 // The variant (op type, name), or nullptr when there is none.

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "graph/error.hpp"
+#include "kernels/layout_assignment.hpp"
 
 namespace tessera::detail {
 
@@ -49,19 +50,22 @@ void bind_ops(ModelState& m) {
     for (int32_t t : op.inputs) {
       const auto& tensor = g.tensors[t];
       const bool weight = tensor.storage == graph::TensorStorage::Weight;
-      constants.push_back({weight ? tensor.weight.data() : nullptr, &tensor.shape});
+      constants.push_back({weight ? tensor.weight.data() : nullptr, &tensor.shape, tensor.layout});
     }
     // The file names the variant; it must still fit the op (a file from a
     // hostile source could pair a kernel with an op it cannot run).
     if (variant->applies)
       if (auto why_not = variant->applies(op, constants))
         throw Error(m.path + ": " + label + " cannot use kernel '" + op.kernel + "': " + *why_not);
+    if (auto why_not = kernels::layout_contract_violation(g, op, *variant))
+      throw Error(m.path + ": " + label + ": " + *why_not);
     if (variant->prepare) b.prepared = variant->prepare(op, constants);
     b.first_operand = static_cast<uint32_t>(m.operands.size());
     for (int32_t t : op.inputs) {
       const auto& tensor = g.tensors[t];
       OperandPlacement p;
       p.shape = &tensor.shape;
+      p.layout = tensor.layout;
       if (tensor.storage == graph::TensorStorage::Weight)
         p.weight = tensor.weight.data();
       else
@@ -72,6 +76,7 @@ void bind_ops(ModelState& m) {
     const auto& out = g.tensors[op.outputs.at(0)];
     b.output_offset = out.arena_offset;
     b.output_shape = &out.shape;
+    b.output_layout = out.layout;
     m.ops.push_back(b);
   }
 }

@@ -58,6 +58,7 @@ struct OperandPlacement {
   const float* weight = nullptr;  // non-null for weights
   uint64_t arena_offset = 0;      // otherwise
   const graph::Shape* shape = nullptr;
+  graph::Layout layout = graph::Layout::NCHW;
 };
 
 struct OpBinding {
@@ -67,6 +68,7 @@ struct OpBinding {
   uint32_t operand_count = 0;
   uint64_t output_offset = 0;  // arena offset of the op's output
   const graph::Shape* output_shape = nullptr;
+  graph::Layout output_layout = graph::Layout::NCHW;
 };
 
 struct ModelState {

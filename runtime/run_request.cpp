@@ -37,7 +37,7 @@ class RunRequest final : public scheduler::Request {
     for (const auto& p : model_->operands) {
       const float* data =
           p.weight ? p.weight : reinterpret_cast<const float*>(arena_.get() + p.arena_offset);
-      views_.push_back(kernels::ConstTensorView{data, p.shape});
+      views_.push_back(kernels::ConstTensorView{data, p.shape, p.layout});
     }
   }
 
@@ -53,7 +53,7 @@ class RunRequest final : public scheduler::Request {
     args.inputs = views_.data() + b.first_operand;
     args.input_count = b.operand_count;
     args.output = kernels::TensorView{reinterpret_cast<float*>(arena_.get() + b.output_offset),
-                                      b.output_shape};
+                                      b.output_shape, b.output_layout};
     args.region = &n.region;
     args.prepared = b.prepared.get();
     // Kernels check their arguments and throw on a call the verifier should

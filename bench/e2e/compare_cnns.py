@@ -88,6 +88,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1, help="alternate the two runtimes this many times")
     ap.add_argument("--seed", type=int, default=0, help="seed of the weights and the input")
+    ap.add_argument("--compile-args", default="",
+                    help="extra `tessera compile` arguments, e.g. \"--layout nchw --no-residual-fusion\" for A/B runs")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # keep the header ahead of the progress lines on stderr
 
@@ -116,7 +118,8 @@ def main():
         tol = 1e-4 * (1.0 + float(np.max(np.abs(ref))))
         for t in args.threads:
             tess = os.path.join(work, f"{name}_t{t}.tess")
-            report = subprocess.run([args.tessera, "compile", model, "-o", tess, "--threads", str(t)],
+            report = subprocess.run([args.tessera, "compile", model, "-o", tess, "--threads", str(t),
+                                     *args.compile_args.split()],
                                     check=True, capture_output=True, text=True).stdout
             rows = parse_compile_report(report)
             tiles = sum(r[3] for r in rows)

@@ -1,6 +1,9 @@
-// "cpu.conv_depthwise": depthwise convolution (group == C == OC), direct:
-// per channel plane, the input window is copied zero-padded, then each
+// "cpu.conv_depthwise": depthwise convolution (group == C == OC), direct.
+// NCHW: per channel plane, the input window is copied zero-padded, then each
 // (kh, kw) tap is one vectorised multiply-add loop over the accumulators.
+// NHWC (input, output and residual all NHWC: LayoutSupport::Uniform): per
+// output pixel, each in-bounds tap is one vectorised multiply-add loop over
+// the tile's channels, with the weights transposed to [kH·kW, C] per tile.
 // The plane loop is compiled for AVX-512, AVX2 and the baseline (GCC's
 // target_clones): the loader picks one clone for the CPU once, at start-up.
 #include <algorithm>
@@ -27,7 +30,8 @@ struct DepthwisePlane {
   const float* plane = nullptr;   // the channel's input, in_h × in_w
   const float* kernel = nullptr;  // k_h × k_w weights
   float bias = 0.0f;
-  float* out = nullptr;  // the channel's output plane, out_h × out_w
+  const float* residual = nullptr;  // the channel's fused residual plane, or null
+  float* out = nullptr;             // the channel's output plane, out_h × out_w
   const ConvGeometry* g = nullptr;
   const graph::OpAttributes* attrs = nullptr;
   int64_t oh0 = 0, oh1 = 0, ow0 = 0, ow1 = 0;
@@ -103,7 +107,12 @@ void depthwise_plane(const DepthwisePlane& p) {
     }
     for (int64_t r = 0; r < rows; ++r) {
       float* out = p.out + (p.oh0 + r) * g.out_w + p.ow0;
-      store_activated(acc + r * cols_in, out, cols, *p.attrs);
+      float* acc_row = acc + r * cols_in;
+      if (p.residual) {
+        const float* res = p.residual + (p.oh0 + r) * g.out_w + p.ow0;
+        for (int64_t i = 0; i < cols; ++i) acc_row[i] += res[i];
+      }
+      store_activated(acc_row, out, cols, *p.attrs);
     }
     return;
   }
@@ -118,22 +127,88 @@ void depthwise_plane(const DepthwisePlane& p) {
         for (int64_t i = 0; i < cols; ++i) acc[i] += w * in[i * stride];
       }
     float* out = p.out + (p.oh0 + r) * g.out_w + p.ow0;
+    if (p.residual) {
+      const float* res = p.residual + (p.oh0 + r) * g.out_w + p.ow0;
+      for (int64_t i = 0; i < cols; ++i) acc[i] += res[i];
+    }
     store_activated(acc, out, cols, *p.attrs);
   }
+}
+
+// One NHWC tile: image n, channels [c0, c1), output rows [oh0, oh1) ×
+// columns [ow0, ow1). `weights` is [kH·kW, c1 − c0] (this tile's channels).
+struct DepthwiseNhwcTile {
+  const float* x = nullptr;         // the whole input, NHWC
+  const float* weights = nullptr;   // transposed, see above
+  const float* bias = nullptr;      // [C] or null
+  const float* residual = nullptr;  // the whole residual, NHWC, or null
+  float* y = nullptr;               // the whole output, NHWC
+  const ConvGeometry* g = nullptr;
+  const graph::OpAttributes* attrs = nullptr;
+  int64_t n = 0, c0 = 0, c1 = 0, oh0 = 0, oh1 = 0, ow0 = 0, ow1 = 0;
+};
+
+// The output pixel's channels accumulate in place, tap by tap in the
+// reference's (kh, kw) order from zero; then bias, residual, activation.
+TESSERA_DEPTHWISE_CLONES
+void depthwise_nhwc_tile(const DepthwiseNhwcTile& t) {
+  const ConvGeometry& g = *t.g;
+  const int64_t width = t.c1 - t.c0, c = g.channels;
+  const graph::Activation activation = t.attrs->activation;
+  const float lo = t.attrs->clip_min, hi = t.attrs->clip_max;
+  for (int64_t oh = t.oh0; oh < t.oh1; ++oh)
+    for (int64_t ow = t.ow0; ow < t.ow1; ++ow) {
+      const int64_t pixel = (t.n * g.out_h + oh) * g.out_w + ow;
+      float* __restrict out = t.y + pixel * c + t.c0;
+      std::fill(out, out + width, 0.0f);
+      for (int64_t kh = 0; kh < g.k_h; ++kh) {
+        const int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+        if (ih < 0 || ih >= g.in_h) continue;
+        for (int64_t kw = 0; kw < g.k_w; ++kw) {
+          const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+          if (iw < 0 || iw >= g.in_w) continue;
+          const float* __restrict in = t.x + ((t.n * g.in_h + ih) * g.in_w + iw) * c + t.c0;
+          const float* __restrict w = t.weights + (kh * g.k_w + kw) * width;
+          for (int64_t i = 0; i < width; ++i) out[i] += w[i] * in[i];
+        }
+      }
+      if (t.bias)
+        for (int64_t i = 0; i < width; ++i) out[i] += t.bias[t.c0 + i];
+      if (t.residual) {
+        const float* __restrict res = t.residual + pixel * c + t.c0;
+        for (int64_t i = 0; i < width; ++i) out[i] += res[i];
+      }
+      switch (activation) {
+        case graph::Activation::None:
+          break;
+        case graph::Activation::Relu:
+          for (int64_t i = 0; i < width; ++i) out[i] = out[i] > 0.0f ? out[i] : 0.0f;
+          break;
+        case graph::Activation::Clip:
+          for (int64_t i = 0; i < width; ++i) out[i] = std::min(std::max(out[i], lo), hi);
+          break;
+        case graph::Activation::Sigmoid:
+          apply_activation(*t.attrs, out, width);
+          break;
+      }
+    }
 }
 
 std::optional<std::string> applies_with(const graph::Operator& op,
                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (op.type != graph::OpType::Conv) return "not a Conv";
-  if (inputs.size() < 2 || inputs.size() > 3) return "expected 2 or 3 inputs";
+  const size_t max_inputs = op.attrs.fused_residual ? 4 : 3;
+  if (inputs.size() < 2 || inputs.size() > max_inputs)
+    return "expected 2 to " + std::to_string(max_inputs) + " inputs";
   for (const ConstTensorView& input : inputs)
     if (!input.shape) return "an input has no shape";
   if (auto why = conv_geometry(op, *inputs[0].shape, *inputs[1].shape, g)) return why;
   if (g.group != g.channels || g.out_channels != g.channels)
     return "not depthwise (group " + std::to_string(g.group) + ", C " + std::to_string(g.channels) +
            ", OC " + std::to_string(g.out_channels) + "; needs group == C == OC)";
-  if (inputs.size() == 3 && *inputs[2].shape != graph::Shape{g.out_channels})
+  if (inputs.size() >= 3 && *inputs[2].shape != graph::Shape{g.out_channels})
     return "bias shape " + graph::shape_to_string(*inputs[2].shape) + " is not [OC]";
+  if (op.attrs.fused_residual && inputs.size() != 4) return "fused residual without its input";
   return std::nullopt;
 }
 
@@ -146,7 +221,8 @@ std::optional<std::string> conv_depthwise_applies(const graph::Operator& op,
 }
 
 void conv_depthwise(const TileArgs& args) {
-  check_dense_tile_args(kVariant, args, 2, 3, /*needs_prepared=*/false);
+  check_dense_tile_args(kVariant, args, 2, args.op && args.op->attrs.fused_residual ? 4 : 3,
+                        /*needs_prepared=*/false);
   ConvGeometry g;
   const std::span<const ConstTensorView> inputs(args.inputs, args.input_count);
   if (auto why = applies_with(*args.op, inputs, g)) fail_op(kVariant, args.op, *why);
@@ -155,12 +231,52 @@ void conv_depthwise(const TileArgs& args) {
   if (y_shape.size() != g.rank || y_shape[0] != g.batch || y_shape[1] != g.out_channels ||
       y_shape[g.rank - 1] != g.out_w || (!is_1d && y_shape[2] != g.out_h))
     fail_op(kVariant, args.op, "output shape " + graph::shape_to_string(y_shape) + " is wrong");
+  const float* residual = args.input_count == 4 ? args.inputs[3].data : nullptr;
+  if (residual && *args.inputs[3].shape != y_shape)
+    fail_op(kVariant, args.op,
+            "residual shape " + graph::shape_to_string(*args.inputs[3].shape) +
+                " differs from the output shape " + graph::shape_to_string(y_shape));
+  // Uniform layouts: X, Y and the residual all NCHW or all NHWC.
+  const bool nhwc = g.rank == 4 && args.output.layout == graph::Layout::NHWC;
+  const auto layout_of = [&](const ConstTensorView& v) {
+    return g.rank == 4 ? v.layout : graph::Layout::NCHW;
+  };
+  const graph::Layout want = nhwc ? graph::Layout::NHWC : graph::Layout::NCHW;
+  if (layout_of(args.inputs[0]) != want || (residual && layout_of(args.inputs[3]) != want))
+    fail_op(kVariant, args.op, "input, output and residual must share one layout (NCHW or NHWC)");
   const graph::Region& r = *args.region;
   if (r.empty()) return;
 
   const float* x = args.inputs[0].data;
   const float* w = args.inputs[1].data;
-  const float* bias = args.input_count == 3 ? args.inputs[2].data : nullptr;
+  const float* bias = args.input_count >= 3 ? args.inputs[2].data : nullptr;
+  if (nhwc) {
+    DepthwiseNhwcTile t;
+    t.x = x;
+    t.bias = bias;
+    t.residual = residual;
+    t.y = args.output.data;
+    t.g = &g;
+    t.attrs = &args.op->attrs;
+    t.c0 = r.begin[1], t.c1 = r.end[1];
+    t.oh0 = r.begin[2], t.oh1 = r.end[2];
+    t.ow0 = r.begin[3], t.ow1 = r.end[3];
+    // The tile's weights as [kH·kW, c1 − c0], so each tap is a contiguous
+    // vector over channels (per-thread scratch, grown on first use).
+    const int64_t taps = g.k_h * g.k_w, width = t.c1 - t.c0;
+    thread_local std::vector<float> transposed;
+    if (static_cast<int64_t>(transposed.size()) < taps * width)
+      transposed.resize(static_cast<size_t>(taps * width));
+    for (int64_t ch = 0; ch < width; ++ch)
+      for (int64_t tap = 0; tap < taps; ++tap)
+        transposed[static_cast<size_t>(tap * width + ch)] = w[(t.c0 + ch) * taps + tap];
+    t.weights = transposed.data();
+    for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
+      t.n = n;
+      depthwise_nhwc_tile(t);
+    }
+    return;
+  }
   DepthwisePlane p;
   p.g = &g;
   p.attrs = &args.op->attrs;
@@ -185,6 +301,7 @@ void conv_depthwise(const TileArgs& args) {
       p.kernel = w + c * g.k_h * g.k_w;
       p.bias = bias ? bias[c] : 0.0f;
       p.out = args.output.data + (n * g.out_channels + c) * g.out_h * g.out_w;
+      p.residual = residual ? residual + (n * g.out_channels + c) * g.out_h * g.out_w : nullptr;
       depthwise_plane(p);
     }
 }

@@ -5,18 +5,24 @@
 //
 // A tile's pixels go in chunks of at most ~512 (so the patch panel, the
 // Y^T panel and the packed weights stay in L2). Per chunk:
-//  1. the input rows and columns the chunk reads are transposed once into a
+//  1. the input rows and columns the chunk reads are copied once into a
 //     pixel-major (NHWC) panel, zero where the window overhangs the image
-//     (padding costs nothing later);
+//     (padding costs nothing later): a transpose from an NCHW input, row
+//     memcpys from an NHWC one;
 //  2. each pixel's patch is C-contiguous runs of that panel, one memcpy per
 //     (kh, kw) tap, or kW·C floats per kh when dilation_w == 1 — so the
 //     weights are packed as W' [OC, kH, kW, C], not ONNX's [OC, C, kH, kW];
-//     a 1×1 stride-1 conv needs no patches: the panel itself is A;
-//  3. one gemm_tile() call with the bias (per column) and the fused
-//     activation in its epilogue;
-//  4. Y^T is transposed back into the NCHW output, channels oc0:oc1 only.
+//     a 1×1 stride-1 conv needs no patches: the panel itself is A, and with
+//     an NHWC input the input itself is A (no copy at all);
+//  3. one gemm_tile() call with the bias (per column), the fused residual
+//     and the fused activation in its epilogue;
+//  4. an NHWC output is written by the GEMM in place (a chunk's pixels are
+//     one contiguous [pixels, OC] block of it); an NCHW one gets Y^T
+//     transposed back, channels oc0:oc1 only.
 // Gathering from the pixel-major panel costs memcpy speed; gathering
 // patches straight from NCHW would cost one strided scalar copy per element.
+// With NHWC activations (kernels/layout_assignment.hpp) the transposes of
+// steps 1 and 4 disappear.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -43,9 +49,10 @@ struct ConvGemmPrepared {
 
 // Per-thread panels, grown on first use, never per call.
 struct ConvScratch {
-  std::vector<float> input;    // pixel-major input window of a chunk
-  std::vector<float> patches;  // [pixels, K]
-  std::vector<float> output;   // Y^T [pixels, oc1]
+  std::vector<float> input;     // pixel-major input window of a chunk
+  std::vector<float> patches;   // [pixels, K]
+  std::vector<float> output;    // Y^T [pixels, oc1]
+  std::vector<float> residual;  // an NCHW residual, pixel-major [pixels, oc1]
 };
 
 ConvScratch& thread_scratch() {
@@ -61,7 +68,9 @@ float* grown(std::vector<float>& buffer, int64_t floats) {
 std::optional<std::string> applies_with(const graph::Operator& op,
                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (op.type != graph::OpType::Conv) return "not a Conv";
-  if (inputs.size() < 2 || inputs.size() > 3) return "expected 2 or 3 inputs";
+  const size_t max_inputs = op.attrs.fused_residual ? 4 : 3;
+  if (inputs.size() < 2 || inputs.size() > max_inputs)
+    return "expected 2 to " + std::to_string(max_inputs) + " inputs";
   for (const ConstTensorView& input : inputs)
     if (!input.shape) return "an input has no shape";
   if (auto why = conv_geometry(op, *inputs[0].shape, *inputs[1].shape, g)) return why;
@@ -69,16 +78,22 @@ std::optional<std::string> applies_with(const graph::Operator& op,
     return "groups > 1 (depthwise conv uses cpu.conv_depthwise, grouped conv the reference "
            "kernel)";
   if (!inputs[1].data) return "weights are not constant";
-  if (inputs.size() == 3 && *inputs[2].shape != graph::Shape{g.out_channels})
+  if (inputs.size() >= 3 && *inputs[2].shape != graph::Shape{g.out_channels})
     return "bias shape " + graph::shape_to_string(*inputs[2].shape) + " is not [OC]";
+  if (op.attrs.fused_residual && inputs.size() != 4) return "fused residual without its input";
   return std::nullopt;
 }
 
-// Transposes input rows [ih_begin, ih_begin + rows) × columns [iw_begin,
-// iw_begin + cols) of one image (C planes of in_h × in_w) into
-// panel[(r·cols + j)·C + c], zero outside the image.
-void gather_input_window(const float* image, const ConvGeometry& g, int64_t ih_begin, int64_t rows,
-                         int64_t iw_begin, int64_t cols, float* panel) {
+bool is_nhwc(graph::Layout layout, const ConvGeometry& g) {
+  return layout == graph::Layout::NHWC && g.rank == 4;
+}
+
+// Copies input rows [ih_begin, ih_begin + rows) × columns [iw_begin,
+// iw_begin + cols) of one image (C planes of in_h × in_w, or in_h × in_w
+// pixels of C when `nhwc`) into panel[(r·cols + j)·C + c], zero outside the
+// image.
+void gather_input_window(const float* image, bool nhwc, const ConvGeometry& g, int64_t ih_begin,
+                         int64_t rows, int64_t iw_begin, int64_t cols, float* panel) {
   const int64_t c = g.channels, plane = g.in_h * g.in_w;
   const int64_t j_lo = std::clamp<int64_t>(-iw_begin, 0, cols);
   const int64_t j_hi = std::clamp<int64_t>(g.in_w - iw_begin, j_lo, cols);
@@ -91,57 +106,100 @@ void gather_input_window(const float* image, const ConvGeometry& g, int64_t ih_b
     }
     std::fill(row, row + j_lo * c, 0.0f);
     std::fill(row + j_hi * c, row + cols * c, 0.0f);
-    transpose_panel(image + ih * g.in_w + iw_begin + j_lo, plane, c, j_hi - j_lo, row + j_lo * c,
-                    c);
+    if (nhwc)
+      std::memcpy(row + j_lo * c, image + (ih * g.in_w + iw_begin + j_lo) * c,
+                  static_cast<size_t>((j_hi - j_lo) * c) * sizeof(float));
+    else
+      transpose_panel(image + ih * g.in_w + iw_begin + j_lo, plane, c, j_hi - j_lo, row + j_lo * c,
+                      c);
   }
 }
 
+// Whether A of a chunk is the NHWC input itself: a 1×1 stride-1 conv
+// without padding reads exactly its own pixels, C-contiguous.
+bool input_is_a(const TileArgs& args, const ConvGeometry& g) {
+  return is_nhwc(args.inputs[0].layout, g) && g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 &&
+         g.stride_w == 1 && g.out_h == g.in_h && g.out_w == g.in_w && g.pad_top == 0 &&
+         g.pad_left == 0;
+}
+
 // One chunk: output rows [oh_begin, oh_begin + rows) × columns [ow_begin,
-// ow_begin + cols) of image n, channels [oc0, oc1).
+// ow_begin + cols) of image n, channels [oc0, oc1). The caller makes the
+// chunk's pixels contiguous in pixel order (cols == out_w or rows == 1), so
+// in an NHWC tensor they are one [pixels, channels] block.
 void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, int64_t oh_begin,
                int64_t rows, int64_t ow_begin, int64_t cols, int64_t oc0, int64_t oc1,
-               const GemmEpilogue& epilogue) {
+               GemmEpilogue epilogue) {
   const ConvGeometry& g = prep.geometry;
   ConvScratch& scratch = thread_scratch();
   const int64_t c = g.channels, k = prep.weights.k();
-  const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
-  const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
-  float* window = grown(scratch.input, window_rows * window_cols * c);
-  const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
-  gather_input_window(image, g, oh_begin * g.stride_h - g.pad_top, window_rows,
-                      ow_begin * g.stride_w - g.pad_left, window_cols, window);
-
   const int64_t pixels = rows * cols;
-  const float* a = window;
-  if (g.k_h != 1 || g.k_w != 1 || g.stride_h != 1 || g.stride_w != 1) {
-    float* patches = grown(scratch.patches, pixels * k);
-    // A whole kernel row is one run of kW·C floats when dilation_w == 1.
-    const bool rows_contiguous = g.dilation_w == 1;
-    const int64_t run = rows_contiguous ? g.k_w * c : c;
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < cols; ++j) {
-        float* patch = patches + (r * cols + j) * k;
-        for (int64_t kh = 0; kh < g.k_h; ++kh) {
-          const float* src =
-              window + ((r * g.stride_h + kh * g.dilation_h) * window_cols + j * g.stride_w) * c;
-          if (rows_contiguous) {
-            std::memcpy(patch, src, static_cast<size_t>(run) * sizeof(float));
-            patch += run;
-            continue;
+  const int64_t first_pixel = (n * g.out_h + oh_begin) * g.out_w + ow_begin;  // of Y and R
+  const bool x_nhwc = is_nhwc(args.inputs[0].layout, g);
+  const bool y_nhwc = is_nhwc(args.output.layout, g);
+
+  const float* a = nullptr;
+  if (input_is_a(args, g)) {
+    a = args.inputs[0].data + first_pixel * c;  // in_h, in_w == out_h, out_w
+  } else {
+    const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
+    const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
+    float* window = grown(scratch.input, window_rows * window_cols * c);
+    const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
+    gather_input_window(image, x_nhwc, g, oh_begin * g.stride_h - g.pad_top, window_rows,
+                        ow_begin * g.stride_w - g.pad_left, window_cols, window);
+    a = window;
+    if (g.k_h != 1 || g.k_w != 1 || g.stride_h != 1 || g.stride_w != 1) {
+      float* patches = grown(scratch.patches, pixels * k);
+      // A whole kernel row is one run of kW·C floats when dilation_w == 1.
+      const bool rows_contiguous = g.dilation_w == 1;
+      const int64_t run = rows_contiguous ? g.k_w * c : c;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < cols; ++j) {
+          float* patch = patches + (r * cols + j) * k;
+          for (int64_t kh = 0; kh < g.k_h; ++kh) {
+            const float* src =
+                window + ((r * g.stride_h + kh * g.dilation_h) * window_cols + j * g.stride_w) * c;
+            if (rows_contiguous) {
+              std::memcpy(patch, src, static_cast<size_t>(run) * sizeof(float));
+              patch += run;
+              continue;
+            }
+            for (int64_t kw = 0; kw < g.k_w; ++kw, patch += c)
+              std::memcpy(patch, src + kw * g.dilation_w * c,
+                          static_cast<size_t>(c) * sizeof(float));
           }
-          for (int64_t kw = 0; kw < g.k_w; ++kw, patch += c)
-            std::memcpy(patch, src + kw * g.dilation_w * c, static_cast<size_t>(c) * sizeof(float));
         }
       }
+      a = patches;
     }
-    a = patches;
   }
 
-  float* out_t = grown(scratch.output, pixels * oc1);
-  gemm_tile(a, k, prep.weights, out_t, oc1, {.m0 = 0, .m1 = pixels, .n0 = oc0, .n1 = oc1},
-            epilogue);
-
   const int64_t out_plane = g.out_h * g.out_w;
+  if (args.input_count == 4) {  // fused residual, read pixel-major like Y^T
+    const ConstTensorView& residual = args.inputs[3];
+    if (is_nhwc(residual.layout, g)) {
+      epilogue.residual = residual.data + first_pixel * g.out_channels;
+      epilogue.ld_residual = g.out_channels;
+    } else {
+      float* panel = grown(scratch.residual, pixels * oc1);
+      const float* src = residual.data + (n * g.out_channels + oc0) * out_plane;
+      for (int64_t r = 0; r < rows; ++r)
+        transpose_panel(src + (oh_begin + r) * g.out_w + ow_begin, out_plane, oc1 - oc0, cols,
+                        panel + r * cols * oc1 + oc0, oc1);
+      epilogue.residual = panel;
+      epilogue.ld_residual = oc1;
+    }
+  }
+
+  const GemmTile tile{.m0 = 0, .m1 = pixels, .n0 = oc0, .n1 = oc1};
+  if (y_nhwc) {
+    gemm_tile(a, k, prep.weights, args.output.data + first_pixel * g.out_channels, g.out_channels,
+              tile, epilogue);
+    return;
+  }
+  float* out_t = grown(scratch.output, pixels * oc1);
+  gemm_tile(a, k, prep.weights, out_t, oc1, tile, epilogue);
   float* y = args.output.data + (n * g.out_channels + oc0) * out_plane;
   for (int64_t r = 0; r < rows; ++r)
     transpose_panel(out_t + r * cols * oc1 + oc0, oc1, cols, oc1 - oc0,
@@ -174,7 +232,8 @@ PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTen
 }
 
 void conv_gemm(const TileArgs& args) {
-  check_dense_tile_args(kVariant, args, 2, 3, /*needs_prepared=*/true);
+  check_dense_tile_args(kVariant, args, 2, args.op && args.op->attrs.fused_residual ? 4 : 3,
+                        /*needs_prepared=*/true);
   const auto& prep = *static_cast<const ConvGemmPrepared*>(args.prepared);
   const ConvGeometry& g = prep.geometry;
   const graph::Shape& y_shape = *args.output.shape;
@@ -189,10 +248,14 @@ void conv_gemm(const TileArgs& args) {
     fail_op(kVariant, args.op,
             "shapes differ from the prepared ones (input " + graph::shape_to_string(x_shape) +
                 ", output " + graph::shape_to_string(y_shape) + ")");
+  if (args.input_count == 4 && *args.inputs[3].shape != y_shape)
+    fail_op(kVariant, args.op,
+            "residual shape " + graph::shape_to_string(*args.inputs[3].shape) +
+                " differs from the output shape " + graph::shape_to_string(y_shape));
   const graph::Region& r = *args.region;
   if (r.empty()) return;
 
-  const float* bias = args.input_count == 3 ? args.inputs[2].data : nullptr;
+  const float* bias = args.input_count >= 3 ? args.inputs[2].data : nullptr;
   const GemmEpilogue epilogue{.bias = bias,
                               .bias_kind = bias ? GemmBias::kPerColumn : GemmBias::kNone,
                               .activation = gemm_activation(args.op->attrs.activation),
@@ -201,10 +264,19 @@ void conv_gemm(const TileArgs& args) {
   const int64_t oc0 = r.begin[1], oc1 = r.end[1];
   const int64_t oh0 = is_1d ? 0 : r.begin[2], oh1 = is_1d ? 1 : r.end[2];
   const int64_t ow0 = r.begin[g.rank - 1], ow1 = r.end[g.rank - 1];
-  const int64_t max_pixels =
-      std::clamp(kPatchPanelFloats / prep.weights.k(), kMinChunkPixels, kMaxChunkPixels);
+  // Chunks bound the scratch panels. With A read from the input and Y
+  // written in place there are none: the whole tile is one GEMM, so the
+  // packed weights are streamed once per tile, not once per chunk.
+  const bool no_panels = input_is_a(args, g) && is_nhwc(args.output.layout, g) &&
+                         (args.input_count < 4 || is_nhwc(args.inputs[3].layout, g));
+  const int64_t max_pixels = no_panels ? (oh1 - oh0) * (ow1 - ow0)
+                                       : std::clamp(kPatchPanelFloats / prep.weights.k(),
+                                                    kMinChunkPixels, kMaxChunkPixels);
   const int64_t chunk_cols = std::min(ow1 - ow0, max_pixels);
-  const int64_t chunk_rows = std::max<int64_t>(1, max_pixels / chunk_cols);
+  // Whole output rows or a single part-row: the chunk's pixels stay
+  // contiguous in pixel order (what run_chunk's NHWC paths need).
+  const int64_t chunk_rows =
+      chunk_cols == g.out_w ? std::max<int64_t>(1, max_pixels / chunk_cols) : 1;
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
     for (int64_t oh = oh0; oh < oh1; oh += chunk_rows)
       for (int64_t ow = ow0; ow < ow1; ow += chunk_cols)

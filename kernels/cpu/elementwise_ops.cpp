@@ -5,6 +5,11 @@
 // not 3584 of 56. The span loops are compiled for AVX-512, AVX2 and the
 // baseline (GCC target_clones, as in conv_depthwise.cpp). Each element is
 // the reference's own expression, so the results are bitwise identical.
+// NHWC (LayoutSupport::Uniform: every operand with H·W > 1 and the output in
+// one layout): shapes and the region are permuted into physical order
+// (N, H, W, C) and walked the same way, so a conv-style tile is one span; a
+// per-channel operand then varies along the last physical dim and is read
+// as a vector.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -81,7 +86,10 @@ struct OperandLayout {
   size_t channel_dim = 0;  // kChannel: the one output dim the operand varies along
 };
 
-OperandLayout operand_layout(const graph::Shape& in, const graph::Shape& out) {
+// `last_dim_vector`: an operand varying along the last dim only counts as
+// kChannel (read as a vector per span); off, it is kOther.
+OperandLayout operand_layout(const graph::Shape& in, const graph::Shape& out,
+                             bool last_dim_vector = false) {
   if (in.size() > out.size()) return {};
   const size_t shift = out.size() - in.size();
   std::vector<int64_t> aligned(out.size(), 1);
@@ -95,8 +103,56 @@ OperandLayout operand_layout(const graph::Shape& in, const graph::Shape& out) {
     dim = d;
   }
   if (varying == 0) return {OperandLayout::kScalar, 0};
-  if (varying == 1 && dim + 1 < out.size()) return {OperandLayout::kChannel, dim};
+  if (varying == 1 && (dim + 1 < out.size() || last_dim_vector))
+    return {OperandLayout::kChannel, dim};
   return {};
+}
+
+// ---- layouts ---------------------------------------------------------------
+
+// NHWC's physical order of the logical NCHW dims.
+constexpr size_t kNhwcOrder[4] = {0, 2, 3, 1};
+
+// `shape` right-aligned to rank 4 (leading 1s), then put in physical NHWC order.
+graph::Shape nhwc_physical(const graph::Shape& shape) {
+  graph::Shape aligned(4, 1);
+  for (size_t d = 0; d < shape.size(); ++d) aligned[4 - shape.size() + d] = shape[d];
+  return {aligned[0], aligned[2], aligned[3], aligned[1]};
+}
+
+graph::Region nhwc_physical(const graph::Region& r) {
+  graph::Region p{std::vector<int64_t>(4), std::vector<int64_t>(4)};
+  for (size_t d = 0; d < 4; ++d) {
+    p.begin[d] = r.begin[kNhwcOrder[d]];
+    p.end[d] = r.end[kNhwcOrder[d]];
+  }
+  return p;
+}
+
+// Whether the operand's layout matters against a rank-4 output: H·W > 1
+// once right-aligned (graph/layout.hpp). Others have the same bytes in
+// either order.
+bool material(const graph::Shape& shape) {
+  int64_t hw = 1;
+  for (size_t d = 0; d < shape.size() && d < 2; ++d) hw *= shape[shape.size() - 1 - d];
+  return hw > 1;
+}
+
+// Whether the op runs in physical NHWC order: the output is a rank-4 NHWC
+// tensor. Throws when an operand whose order matters is in the other layout.
+bool runs_nhwc(const TileArgs& args, std::string_view variant) {
+  const bool nhwc = args.output.shape->size() == 4 && args.output.layout == graph::Layout::NHWC;
+  for (size_t i = 0; i < args.input_count; ++i) {
+    const ConstTensorView& in = args.inputs[i];
+    if (!material(*in.shape)) continue;
+    const bool in_nhwc = in.shape->size() == 4 && in.layout == graph::Layout::NHWC;
+    if (in_nhwc != nhwc)
+      fail(args, variant,
+           "input " + std::to_string(i) + " is " + (in_nhwc ? "NHWC" : "NCHW") +
+               " but the output is " + (nhwc ? "NHWC" : "NCHW") +
+               "; this kernel needs one layout for all (LayoutSupport::Uniform)");
+  }
+  return nhwc;
 }
 
 // The span loops, one per (op, which operands are scalars). No __restrict:
@@ -167,12 +223,19 @@ std::optional<std::string> binary_applies(const graph::Operator& op,
 
 void binary(const TileArgs& args) {
   check_args(args, kBinary, 2);
-  const graph::Shape& out = *args.output.shape;
-  const graph::Shape& a_shape = *args.inputs[0].shape;
-  const graph::Shape& b_shape = *args.inputs[1].shape;
-  if (const std::optional<std::string> why = binary_reason(*args.op, a_shape, b_shape, out))
+  if (const std::optional<std::string> why =
+          binary_reason(*args.op, *args.inputs[0].shape, *args.inputs[1].shape, *args.output.shape))
     fail(args, kBinary, *why);
-  const OperandLayout la = operand_layout(a_shape, out), lb = operand_layout(b_shape, out);
+  const bool nhwc = runs_nhwc(args, kBinary);
+  // In NHWC, everything in physical order (the checks above were logical).
+  const graph::Shape out = nhwc ? nhwc_physical(*args.output.shape) : *args.output.shape;
+  const graph::Shape a_shape = nhwc ? nhwc_physical(*args.inputs[0].shape) : *args.inputs[0].shape;
+  const graph::Shape b_shape = nhwc ? nhwc_physical(*args.inputs[1].shape) : *args.inputs[1].shape;
+  const graph::Region region = nhwc ? nhwc_physical(*args.region) : *args.region;
+  const OperandLayout la = operand_layout(a_shape, out, nhwc);
+  const OperandLayout lb = operand_layout(b_shape, out, nhwc);
+  if (la.kind == OperandLayout::kOther || lb.kind == OperandLayout::kOther)
+    fail(args, kBinary, "unsupported broadcast pattern");
   const BinarySpans spans = args.op->type == graph::OpType::Add
                                 ? BinarySpans{add_vv, add_vs, add_sv}
                                 : BinarySpans{mul_vv, mul_vs, mul_sv};
@@ -183,27 +246,34 @@ void binary(const TileArgs& args) {
   const float* a = args.inputs[0].data;
   const float* b = args.inputs[1].data;
   float* y = args.output.data;
-  // The operand's value for a span: the span's own elements (full) or one
-  // value (scalar, channel).
+  // The operand's value for a span: the span's own elements (full), one
+  // value (scalar, channel), or, for a channel along the last dim (NHWC),
+  // the vector of the span's channels.
+  const size_t last = out.size() - 1;
+  auto is_vector = [&](const OperandLayout& l) {
+    return l.kind == OperandLayout::kFull ||
+           (l.kind == OperandLayout::kChannel && l.channel_dim == last);
+  };
+  auto vector_of = [&](const OperandLayout& l, const float* data, int64_t offset) {
+    return l.kind == OperandLayout::kFull ? data + offset : data + region.begin[last];
+  };
   auto constant_of = [](const OperandLayout& l, const float* data, const int64_t* index) {
     return l.kind == OperandLayout::kChannel ? data[index[l.channel_dim]] : data[0];
   };
-  for_each_span(*args.region, out, min_split,
-                [&](const int64_t* index, int64_t offset, int64_t length) {
-                  const bool a_full = la.kind == OperandLayout::kFull;
-                  const bool b_full = lb.kind == OperandLayout::kFull;
-                  if (a_full && b_full) {
-                    spans.vv(a + offset, b + offset, y + offset, length);
-                  } else if (a_full) {
-                    spans.vs(a + offset, constant_of(lb, b, index), y + offset, length);
-                  } else if (b_full) {
-                    spans.sv(constant_of(la, a, index), b + offset, y + offset, length);
-                  } else {
-                    const float vb = constant_of(lb, b, index);
-                    spans.sv(constant_of(la, a, index), &vb, y + offset, 1);
-                    std::fill(y + offset + 1, y + offset + length, y[offset]);
-                  }
-                });
+  const bool a_vector = is_vector(la), b_vector = is_vector(lb);
+  for_each_span(region, out, min_split, [&](const int64_t* index, int64_t offset, int64_t length) {
+    if (a_vector && b_vector) {
+      spans.vv(vector_of(la, a, offset), vector_of(lb, b, offset), y + offset, length);
+    } else if (a_vector) {
+      spans.vs(vector_of(la, a, offset), constant_of(lb, b, index), y + offset, length);
+    } else if (b_vector) {
+      spans.sv(constant_of(la, a, index), vector_of(lb, b, offset), y + offset, length);
+    } else {
+      const float vb = constant_of(lb, b, index);
+      spans.sv(constant_of(la, a, index), &vb, y + offset, 1);
+      std::fill(y + offset + 1, y + offset + length, y[offset]);
+    }
+  });
 }
 
 // ---- unary -----------------------------------------------------------------
@@ -240,18 +310,20 @@ std::optional<std::string> unary_applies(const graph::Operator& op,
 
 void unary(const TileArgs& args) {
   check_args(args, kUnary, 1);
-  const graph::Shape& out = *args.output.shape;
-  if (*args.inputs[0].shape != out)
+  if (*args.inputs[0].shape != *args.output.shape)
     fail(args, kUnary,
          "input shape " + graph::shape_to_string(*args.inputs[0].shape) +
-             " differs from output shape " + graph::shape_to_string(out));
+             " differs from output shape " + graph::shape_to_string(*args.output.shape));
+  const bool nhwc = runs_nhwc(args, kUnary);
+  const graph::Shape out = nhwc ? nhwc_physical(*args.output.shape) : *args.output.shape;
+  const graph::Region region = nhwc ? nhwc_physical(*args.region) : *args.region;
   const float* x = args.inputs[0].data;
   float* y = args.output.data;
   const graph::OpType type = args.op->type;
   const float lo = args.op->attrs.clip_min, hi = args.op->attrs.clip_max;
   if (type != graph::OpType::Relu && type != graph::OpType::Clip && type != graph::OpType::Sigmoid)
     fail(args, kUnary, "cpu.unary runs Relu, Clip and Sigmoid only");
-  for_each_span(*args.region, out, 0, [&](const int64_t*, int64_t offset, int64_t length) {
+  for_each_span(region, out, 0, [&](const int64_t*, int64_t offset, int64_t length) {
     if (type == graph::OpType::Relu)
       relu_span(x + offset, y + offset, length);
     else if (type == graph::OpType::Clip)

@@ -1,4 +1,4 @@
-// "cpu.maxpool" and "cpu.global_average_pool", NCHW. MaxPool splits each
+// "cpu.maxpool" and "cpu.global_average_pool". NCHW: MaxPool splits each
 // output row into the interior, where every tap of the window lies inside
 // the input row, and the borders: the interior is one branch-free max loop
 // per tap over the output width (vectorised; strided loads when stride > 1),
@@ -6,6 +6,10 @@
 // the reference's order with its comparison, so results are bitwise equal.
 // The row loops are compiled for AVX-512, AVX2 and the baseline (GCC
 // target_clones, as in conv_depthwise.cpp).
+// NHWC: MaxPool (input and output NHWC: LayoutSupport::Uniform) keeps one
+// output pixel's channels as the vector and visits the in-bounds taps in the
+// reference's order; GlobalAveragePool sums the pixels in order with the
+// channels as the vector — the reference's own sum, so bitwise equal to it.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -159,6 +163,48 @@ float plane_sum(const float* __restrict x, int64_t n) {
   return lanes[0];
 }
 
+// NHWC: output pixels [ow0, ow1) of output row `oh` of image `n`, channels
+// [c0, c1). `x` and `y` point at the whole tensors.
+TESSERA_POOL_CLONES
+void max_pool_nhwc_row(const float* __restrict x, float* __restrict y, const PoolGeometry& g,
+                       int64_t n, int64_t oh, int64_t ow0, int64_t ow1, int64_t c0, int64_t c1) {
+  constexpr float kLowest = std::numeric_limits<float>::lowest();
+  const int64_t c = g.channels, width = c1 - c0;
+  for (int64_t ow = ow0; ow < ow1; ++ow) {
+    float* __restrict out = y + ((n * g.out_h + oh) * g.out_w + ow) * c + c0;
+    for (int64_t i = 0; i < width; ++i) out[i] = kLowest;
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      const int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+      if (ih < 0 || ih >= g.in_h) continue;
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+        const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+        if (iw < 0 || iw >= g.in_w) continue;
+        const float* __restrict in = x + ((n * g.in_h + ih) * g.in_w + iw) * c + c0;
+        for (int64_t i = 0; i < width; ++i) out[i] = in[i] > out[i] ? in[i] : out[i];
+      }
+    }
+  }
+}
+
+// NHWC: out[i] = mean over the image's pixels of channel c0 + i, summed in
+// pixel order (the reference's order).
+TESSERA_POOL_CLONES
+void global_average_nhwc(const float* __restrict image, int64_t pixels, int64_t channels,
+                         int64_t c0, int64_t c1, float* __restrict out) {
+  const int64_t width = c1 - c0;
+  for (int64_t i = 0; i < width; ++i) out[i] = 0.0f;
+  for (int64_t p = 0; p < pixels; ++p) {
+    const float* __restrict px = image + p * channels + c0;
+    for (int64_t i = 0; i < width; ++i) out[i] += px[i];
+  }
+  const float count = static_cast<float>(pixels);
+  for (int64_t i = 0; i < width; ++i) out[i] /= count;
+}
+
+bool is_nhwc(const graph::Shape& shape, graph::Layout layout) {
+  return shape.size() == 4 && layout == graph::Layout::NHWC;
+}
+
 }  // namespace
 
 std::optional<std::string> max_pool_applies(const graph::Operator& op,
@@ -183,6 +229,18 @@ void max_pool(const TileArgs& args) {
   const bool is_1d = x_shape.size() == 3;
   const int64_t oh0 = is_1d ? 0 : r.begin[2], oh1 = is_1d ? 1 : r.end[2];
   const int64_t ow0 = r.begin.back(), ow1 = r.end.back();
+  const bool x_nhwc = is_nhwc(x_shape, args.inputs[0].layout);
+  const bool y_nhwc = is_nhwc(y_shape, args.output.layout);
+  // Uniform layouts; an output of one pixel has the same bytes either way.
+  if (x_nhwc != y_nhwc && !(x_nhwc && g.out_h * g.out_w == 1))
+    fail(args, kMaxPool, "input and output must share one layout (NCHW or NHWC)");
+  if (x_nhwc) {
+    for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
+      for (int64_t oh = oh0; oh < oh1; ++oh)
+        max_pool_nhwc_row(args.inputs[0].data, args.output.data, g, n, oh, ow0, ow1, r.begin[1],
+                          r.end[1]);
+    return;
+  }
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
     for (int64_t c = r.begin[1]; c < r.end[1]; ++c) {
       const float* plane = args.inputs[0].data + (n * g.channels + c) * g.in_h * g.in_w;
@@ -217,6 +275,13 @@ void global_average_pool(const TileArgs& args) {
   for (size_t d = 2; d < x_shape.size(); ++d) spatial_size *= x_shape[d];
   const graph::Region& r = *args.region;
   if (r.empty()) return;
+  // The output [N, C, 1, 1] has the same bytes in either layout.
+  if (is_nhwc(x_shape, args.inputs[0].layout)) {
+    for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
+      global_average_nhwc(args.inputs[0].data + n * spatial_size * channels, spatial_size, channels,
+                          r.begin[1], r.end[1], args.output.data + n * channels + r.begin[1]);
+    return;
+  }
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
     for (int64_t c = r.begin[1]; c < r.end[1]; ++c)
       args.output.data[n * channels + c] =

@@ -1,7 +1,11 @@
-// Reference convolution: 2-D (and 1-D, as 2-D with H = 1), NCHW, groups,
-// strides, dilations, asymmetric pads, optional bias. Each output element
-// accumulates in float in the fixed order (c, kh, kw), then adds the bias.
+// Reference convolution: 2-D (and 1-D, as 2-D with H = 1), groups,
+// strides, dilations, asymmetric pads, optional bias, optional fused
+// residual. Each output element accumulates in float in the fixed order
+// (c, kh, kw), then adds the bias, then the residual, then the activation.
+// X, Y and the residual are indexed through their layouts' strides (NCHW or
+// NHWC, graph/layout.hpp), so the arithmetic is the same in every layout.
 #include <algorithm>
+#include <vector>
 
 #include "kernels/activation.hpp"
 #include "kernels/reference/reference_kernels.hpp"
@@ -10,7 +14,7 @@
 namespace tessera::kernels::reference {
 
 void conv(const TileArgs& args) {
-  check_tile_args(args, 2, 3);
+  check_tile_args(args, 2, args.op && args.op->attrs.fused_residual ? 4 : 3);
   const graph::OpAttributes& attrs = args.op->attrs;
   const graph::Shape& x_shape = *args.inputs[0].shape;
   const graph::Shape& w_shape = *args.inputs[1].shape;
@@ -25,7 +29,6 @@ void conv(const TileArgs& args) {
   const int64_t in_h = is_1d ? 1 : x_shape[2], in_w = x_shape[rank - 1];
   const int64_t out_channels = w_shape[0], group_channels = w_shape[1];
   const int64_t k_h = is_1d ? 1 : w_shape[2], k_w = w_shape[rank - 1];
-  const int64_t out_h = is_1d ? 1 : y_shape[2], out_w = y_shape[rank - 1];
   const int64_t group = attrs.group;
   const size_t spatial = rank - 2;
   const int64_t stride_h = is_1d ? 1 : attr_at(attrs.strides, 0, 1);
@@ -41,12 +44,27 @@ void conv(const TileArgs& args) {
                    ", weight " + graph::shape_to_string(w_shape) + ", output " +
                    graph::shape_to_string(y_shape) + ", group " + std::to_string(group) + ")");
   const float* bias = nullptr;
-  if (args.input_count == 3) {
+  if (args.input_count >= 3) {
     if (*args.inputs[2].shape != graph::Shape{out_channels})
       fail(args, "bias shape " + graph::shape_to_string(*args.inputs[2].shape) + " is not [M]");
     bias = args.inputs[2].data;
   }
+  const float* residual = nullptr;
+  std::vector<int64_t> r_strides;
+  if (args.input_count == 4) {
+    if (*args.inputs[3].shape != y_shape)
+      fail(args, "residual shape " + graph::shape_to_string(*args.inputs[3].shape) +
+                     " differs from the output shape " + graph::shape_to_string(y_shape));
+    residual = args.inputs[3].data;
+    r_strides = layout_strides_of(args.inputs[3]);
+  }
   const int64_t out_per_group = out_channels / group;
+  // Strides by logical dim; the 1-D form has no H stride (H = 1).
+  const std::vector<int64_t> xs = layout_strides_of(args.inputs[0]);
+  const std::vector<int64_t> ys = layout_strides_of(args.output);
+  const int64_t x_sc = xs[1], x_sh = is_1d ? 0 : xs[2], x_sw = xs[rank - 1];
+  const int64_t y_sc = ys[1], y_sh = is_1d ? 0 : ys[2], y_sw = ys[rank - 1];
+  const int64_t r_sh = residual && !is_1d ? r_strides[2] : 0;
 
   const graph::Region& r = *args.region;
   if (r.empty()) return;
@@ -61,35 +79,41 @@ void conv(const TileArgs& args) {
       for (int64_t oh = oh_begin; oh < oh_end; ++oh) {
         // The output row doubles as the accumulator: per element the sum is
         // still taken in (c, kh, kw) order, whatever part of the row we own.
-        float* row = args.output.data + ((n * out_channels + m) * out_h + oh) * out_w;
-        std::fill(row + ow_begin, row + ow_end, 0.0f);
+        float* row = args.output.data + n * ys[0] + m * y_sc + oh * y_sh;
+        for (int64_t ow = ow_begin; ow < ow_end; ++ow) row[ow * y_sw] = 0.0f;
         for (int64_t c = 0; c < group_channels; ++c) {
-          const float* plane = x + (n * channels + first_channel + c) * in_h * in_w;
+          const float* plane = x + n * xs[0] + (first_channel + c) * x_sc;
           const float* kernel = w + (m * group_channels + c) * k_h * k_w;
           for (int64_t kh = 0; kh < k_h; ++kh) {
             const int64_t ih = oh * stride_h - pad_top + kh * dilation_h;
             if (ih < 0 || ih >= in_h) continue;
-            const float* in_row = plane + ih * in_w;
+            const float* in_row = plane + ih * x_sh;
             for (int64_t kw = 0; kw < k_w; ++kw) {
               const float weight = kernel[kh * k_w + kw];
               // iw = ow * stride_w + shift must lie in [0, in_w).
               const int64_t shift = kw * dilation_w - pad_left;
               const int64_t lo = std::max(ow_begin, ceil_div(-shift, stride_w));
               const int64_t hi = std::min(ow_end, floor_div(in_w - 1 - shift, stride_w) + 1);
-              if (stride_w == 1 && lo < hi) {  // unit stride: a loop the compiler vectorises
+              // Unit strides (NCHW, stride 1): a loop the compiler vectorises.
+              if (stride_w == 1 && x_sw == 1 && y_sw == 1 && lo < hi) {
                 const float* src = in_row + lo + shift;  // lo + shift >= 0
                 float* dst = row + lo;
                 for (int64_t i = 0; i < hi - lo; ++i) dst[i] += weight * src[i];
               } else {
                 for (int64_t ow = lo; ow < hi; ++ow)
-                  row[ow] += weight * in_row[ow * stride_w + shift];
+                  row[ow * y_sw] += weight * in_row[(ow * stride_w + shift) * x_sw];
               }
             }
           }
         }
-        if (bias)
-          for (int64_t ow = ow_begin; ow < ow_end; ++ow) row[ow] += bias[m];
-        apply_activation(args.op->attrs, row + ow_begin, ow_end - ow_begin);
+        const float* res_row =
+            residual ? residual + n * r_strides[0] + m * r_strides[1] + oh * r_sh : nullptr;
+        for (int64_t ow = ow_begin; ow < ow_end; ++ow) {
+          float& v = row[ow * y_sw];
+          if (bias) v += bias[m];
+          if (res_row) v += res_row[ow * r_strides[rank - 1]];
+          v = activate(attrs.activation, v, attrs.clip_min, attrs.clip_max);
+        }
       }
     }
   }

@@ -1,6 +1,8 @@
 // Elementwise reference kernels: Relu, Sigmoid, Clip, Sqrt, Erf, Tanh, Gelu
 // (same shape in and out); Add, Mul, Sub, Div, Pow and Where with
-// multidirectional (numpy) broadcasting.
+// multidirectional (numpy) broadcasting. Relu, Sigmoid, Clip, Add and Mul
+// index every operand through its own layout's strides, so any mix of NCHW
+// and NHWC operands works (graph/layout.hpp).
 #include <algorithm>
 #include <cmath>
 
@@ -17,14 +19,21 @@ void unary_tile(const TileArgs& args, Fn&& fn) {
   if (*args.inputs[0].shape != out_shape)
     fail(args, "input shape " + graph::shape_to_string(*args.inputs[0].shape) +
                    " differs from output shape " + graph::shape_to_string(out_shape));
-  const std::vector<int64_t> strides = graph::shape_strides(out_shape);
+  const std::vector<int64_t> out_strides = layout_strides_of(args.output);
+  const std::vector<int64_t> in_strides = layout_strides_of(args.inputs[0]);
+  const int64_t out_step = out_shape.empty() ? 0 : out_strides.back();
+  const int64_t in_step = out_shape.empty() ? 0 : in_strides.back();
   const float* in = args.inputs[0].data;
   float* out = args.output.data;
-  for_each_row<1>(*args.region, {strides.data()},
-                  [&](const int64_t*, const std::array<int64_t, 1>& offsets, int64_t length) {
-                    const float* src = in + offsets[0];
+  for_each_row<2>(*args.region, {out_strides.data(), in_strides.data()},
+                  [&](const int64_t*, const std::array<int64_t, 2>& offsets, int64_t length) {
+                    const float* src = in + offsets[1];
                     float* dst = out + offsets[0];
-                    for (int64_t i = 0; i < length; ++i) dst[i] = fn(src[i]);
+                    if (out_step == 1 && in_step == 1) {
+                      for (int64_t i = 0; i < length; ++i) dst[i] = fn(src[i]);
+                    } else {
+                      for (int64_t i = 0; i < length; ++i) dst[i * out_step] = fn(src[i * in_step]);
+                    }
                   });
 }
 
@@ -43,9 +52,12 @@ void binary_tile(const TileArgs& args, Fn&& fn) {
         fail(args, "input " + graph::shape_to_string(*s) + " does not broadcast to output " +
                        graph::shape_to_string(out_shape));
   }
-  const std::vector<int64_t> out_strides = graph::shape_strides(out_shape);
-  const std::vector<int64_t> a_strides = broadcast_strides(a_shape, out_shape);
-  const std::vector<int64_t> b_strides = broadcast_strides(b_shape, out_shape);
+  const std::vector<int64_t> out_strides = layout_strides_of(args.output);
+  const std::vector<int64_t> a_strides =
+      broadcast_strides(a_shape, args.inputs[0].layout, out_shape);
+  const std::vector<int64_t> b_strides =
+      broadcast_strides(b_shape, args.inputs[1].layout, out_shape);
+  const int64_t out_step = out_shape.empty() ? 0 : out_strides.back();
   const int64_t a_step = out_shape.empty() ? 0 : a_strides.back();
   const int64_t b_step = out_shape.empty() ? 0 : b_strides.back();
   const float* a = args.inputs[0].data;
@@ -57,7 +69,10 @@ void binary_tile(const TileArgs& args, Fn&& fn) {
                     const float* pa = a + offsets[1];
                     const float* pb = b + offsets[2];
                     // The common cases get stride-free loops the compiler can vectorise.
-                    if (a_step == 1 && b_step == 1) {
+                    if (out_step != 1) {
+                      for (int64_t i = 0; i < length; ++i)
+                        dst[i * out_step] = fn(pa[i * a_step], pb[i * b_step]);
+                    } else if (a_step == 1 && b_step == 1) {
                       for (int64_t i = 0; i < length; ++i) dst[i] = fn(pa[i], pb[i]);
                     } else if (a_step == 1 && b_step == 0) {
                       const float vb = *pb;

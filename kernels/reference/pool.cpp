@@ -1,7 +1,9 @@
 // Reference pooling: MaxPool (with dilations), AveragePool and
-// GlobalAveragePool, NCHW. 1-D pooling runs as 2-D with H = 1.
+// GlobalAveragePool. 1-D pooling runs as 2-D with H = 1. Input and output
+// are indexed through their layouts' strides (NCHW or NHWC).
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "kernels/reference/reference_kernels.hpp"
 #include "kernels/reference/tile_loops.hpp"
@@ -16,6 +18,8 @@ struct PoolGeometry {
   int64_t pad_top, pad_left, pad_bottom, pad_right;
   // The output region's spatial ranges ([0, 1) for the H of a 1-D pool).
   int64_t oh_begin, oh_end, ow_begin, ow_end;
+  // Element strides of X and Y: image, channel, row, column (row 0 for 1-D).
+  int64_t x_n, x_c, x_h, x_w, y_n, y_c, y_h, y_w;
 };
 
 PoolGeometry pool_geometry(const TileArgs& args) {
@@ -54,6 +58,10 @@ PoolGeometry pool_geometry(const TileArgs& args) {
   g.oh_end = is_1d ? 1 : r.end[2];
   g.ow_begin = r.begin[rank - 1];
   g.ow_end = r.end[rank - 1];
+  const std::vector<int64_t> xs = layout_strides_of(args.inputs[0]);
+  const std::vector<int64_t> ys = layout_strides_of(args.output);
+  g.x_n = xs[0], g.x_c = xs[1], g.x_h = is_1d ? 0 : xs[2], g.x_w = xs[rank - 1];
+  g.y_n = ys[0], g.y_c = ys[1], g.y_h = is_1d ? 0 : ys[2], g.y_w = ys[rank - 1];
   return g;
 }
 
@@ -65,8 +73,8 @@ void max_pool(const TileArgs& args) {
   if (r.empty()) return;
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
     for (int64_t c = r.begin[1]; c < r.end[1]; ++c) {
-      const float* plane = args.inputs[0].data + (n * g.channels + c) * g.in_h * g.in_w;
-      float* out_plane = args.output.data + (n * g.channels + c) * g.out_h * g.out_w;
+      const float* plane = args.inputs[0].data + n * g.x_n + c * g.x_c;
+      float* out_plane = args.output.data + n * g.y_n + c * g.y_c;
       for (int64_t oh = g.oh_begin; oh < g.oh_end; ++oh) {
         for (int64_t ow = g.ow_begin; ow < g.ow_end; ++ow) {
           // Padding never wins: it is skipped, as if it held -inf. A window of
@@ -78,11 +86,11 @@ void max_pool(const TileArgs& args) {
             for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
               const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
               if (iw < 0 || iw >= g.in_w) continue;
-              const float v = plane[ih * g.in_w + iw];
+              const float v = plane[ih * g.x_h + iw * g.x_w];
               if (v > best) best = v;
             }
           }
-          out_plane[oh * g.out_w + ow] = best;
+          out_plane[oh * g.y_h + ow * g.y_w] = best;
         }
       }
     }
@@ -98,8 +106,8 @@ void average_pool(const TileArgs& args) {
   if (r.empty()) return;
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
     for (int64_t c = r.begin[1]; c < r.end[1]; ++c) {
-      const float* plane = args.inputs[0].data + (n * g.channels + c) * g.in_h * g.in_w;
-      float* out_plane = args.output.data + (n * g.channels + c) * g.out_h * g.out_w;
+      const float* plane = args.inputs[0].data + n * g.x_n + c * g.x_c;
+      float* out_plane = args.output.data + n * g.y_n + c * g.y_c;
       for (int64_t oh = g.oh_begin; oh < g.oh_end; ++oh) {
         // ONNX Runtime's window: the end is clipped to the padded extent
         // (that clipped size is the count_include_pad divisor), then both ends
@@ -113,10 +121,10 @@ void average_pool(const TileArgs& args) {
           const int64_t w_lo = std::max<int64_t>(w_start, 0), w_hi = std::min(w_end, g.in_w);
           float sum = 0.0f;
           for (int64_t ih = h_lo; ih < h_hi; ++ih)
-            for (int64_t iw = w_lo; iw < w_hi; ++iw) sum += plane[ih * g.in_w + iw];
+            for (int64_t iw = w_lo; iw < w_hi; ++iw) sum += plane[ih * g.x_h + iw * g.x_w];
           const int64_t divisor = count_include_pad ? (h_end - h_start) * (w_end - w_start)
                                                     : (h_hi - h_lo) * (w_hi - w_lo);
-          out_plane[oh * g.out_w + ow] = sum / static_cast<float>(divisor);
+          out_plane[oh * g.y_h + ow * g.y_w] = sum / static_cast<float>(divisor);
         }
       }
     }
@@ -138,11 +146,15 @@ void global_average_pool(const TileArgs& args) {
   for (size_t d = 2; d < x_shape.size(); ++d) spatial_size *= x_shape[d];
   const graph::Region& r = *args.region;
   if (r.empty()) return;
+  // NHWC keeps the spatial positions in the same (row-major) order, C apart;
+  // the output [N, C, 1, ...] has the same bytes in either layout.
+  const std::vector<int64_t> xs = layout_strides_of(args.inputs[0]);
+  const int64_t step = xs.back();
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
     for (int64_t c = r.begin[1]; c < r.end[1]; ++c) {
-      const float* plane = args.inputs[0].data + (n * channels + c) * spatial_size;
+      const float* plane = args.inputs[0].data + n * xs[0] + c * xs[1];
       float sum = 0.0f;
-      for (int64_t i = 0; i < spatial_size; ++i) sum += plane[i];
+      for (int64_t i = 0; i < spatial_size; ++i) sum += plane[i * step];
       args.output.data[n * channels + c] = sum / static_cast<float>(spatial_size);
     }
   }

@@ -1,6 +1,8 @@
 // Reference data-movement kernels: Flatten and Reshape (the output is the
-// input reinterpreted, same row-major data) and Concat.
+// input reinterpreted, same row-major data: NCHW only) and Concat (any
+// layouts).
 #include <algorithm>
+#include <vector>
 
 #include "kernels/reference/reference_kernels.hpp"
 #include "kernels/reference/tile_loops.hpp"
@@ -55,6 +57,38 @@ void concat(const TileArgs& args) {
     starts[i + 1] = starts[i] + s[axis];
   }
   if (starts.back() != out_shape[axis]) fail(args, "input sizes along the axis do not sum up");
+
+  bool all_nchw = args.output.layout == graph::Layout::NCHW;
+  for (size_t i = 0; i < args.input_count; ++i)
+    all_nchw = all_nchw && args.inputs[i].layout == graph::Layout::NCHW;
+  if (!all_nchw) {
+    // Some operand is NHWC: walk the region's rows along the last logical
+    // dim and address every operand through its own layout's strides.
+    std::vector<std::vector<int64_t>> in_strides;
+    for (size_t i = 0; i < args.input_count; ++i)
+      in_strides.push_back(layout_strides_of(args.inputs[i]));
+    const std::vector<int64_t> out_strides = layout_strides_of(args.output);
+    const int64_t out_step = out_strides.back();
+    for_each_row<1>(
+        *args.region, {out_strides.data()},
+        [&](const int64_t* index, const std::array<int64_t, 1>& offsets, int64_t length) {
+          for (int64_t k = 0; k < length; ++k) {
+            // Index of element k of the row, and the input holding it.
+            const int64_t last = index[rank - 1] + k;
+            const int64_t pos = static_cast<size_t>(axis) == rank - 1 ? last : index[axis];
+            const size_t i =
+                std::upper_bound(starts.begin(), starts.end(), pos) - starts.begin() - 1;
+            int64_t src = 0;
+            for (size_t d = 0; d < rank; ++d) {
+              int64_t coord = d == rank - 1 ? last : index[d];
+              if (static_cast<int64_t>(d) == axis) coord -= starts[i];
+              src += coord * in_strides[i][d];
+            }
+            args.output.data[offsets[0] + k * out_step] = args.inputs[i].data[src];
+          }
+        });
+    return;
+  }
 
   // Per input, element offset = outer * (size_axis * inner) + a * inner + rest.
   int64_t inner = 1;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/error.hpp"
+#include "graph/layout.hpp"
 #include "graph/op_type.hpp"
 #include "graph/region.hpp"
 #include "graph/shape.hpp"
@@ -60,6 +61,24 @@ inline std::vector<int64_t> broadcast_strides(const graph::Shape& in, const grap
   const size_t shift = out.size() - in.size();
   for (size_t d = 0; d < in.size(); ++d)
     if (in[d] != 1) strides[d + shift] = dense[d];
+  return strides;
+}
+
+// Element strides of a view's tensor by logical dim, in its layout.
+template <class View>
+std::vector<int64_t> layout_strides_of(const View& view) {
+  return graph::layout_strides(*view.shape, view.layout);
+}
+
+// broadcast_strides for an operand stored in `layout`: its own layout's
+// strides, 0 where it is broadcast.
+inline std::vector<int64_t> broadcast_strides(const graph::Shape& in, graph::Layout layout,
+                                              const graph::Shape& out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  const std::vector<int64_t> own = graph::layout_strides(in, layout);
+  const size_t shift = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d)
+    if (in[d] != 1) strides[d + shift] = own[d];
   return strides;
 }
 

@@ -75,6 +75,7 @@ InputBounds input_bounds(graph::OpType type) {
   using graph::OpType;
   switch (type) {
     case OpType::Conv:
+      return {2, 4};  // X, W, B; a fused residual is input 3
     case OpType::Gemm:
       return {2, 3};
     case OpType::MatMul:
@@ -237,9 +238,15 @@ class TessLoader {
       if (dtype > static_cast<uint8_t>(graph::DType::Bool))
         fail(tensor_label(i) + " has unknown dtype " + std::to_string(dtype));
       t.dtype = static_cast<graph::DType>(dtype);
-      if (ft->layout() != fb::TensorLayout::NCHW)
-        fail(tensor_label(i) + " has unknown layout " +
-             std::to_string(static_cast<int>(ft->layout())));
+      const auto layout = static_cast<uint8_t>(ft->layout());
+      if (layout > static_cast<uint8_t>(graph::kLastLayout))
+        fail(tensor_label(i) + " has unknown layout " + std::to_string(layout));
+      t.layout = static_cast<graph::Layout>(layout);
+      // Kernels index NHWC through rank-4 strides and never see weights in it.
+      if (t.layout == graph::Layout::NHWC &&
+          (t.shape.size() != 4 || ft->storage() != fb::TensorStorage::Arena))
+        fail(tensor_label(i) + " is NHWC but only rank-4 arena tensors may be (shape " +
+             graph::shape_to_string(t.shape) + ")");
       auto byte_size = static_cast<uint64_t>(t.byte_size());
       switch (ft->storage()) {
         case fb::TensorStorage::Arena: {
@@ -437,6 +444,7 @@ class TessLoader {
     a.axes = vector_of(fa->axes());
     a.keepdims = fa->keepdims();
     a.gelu_tanh = fa->gelu_tanh();
+    a.fused_residual = fa->fused_residual();
   }
 
   void read_model_io() {
@@ -454,6 +462,10 @@ class TessLoader {
           fail(std::string("model ") + what + " " + std::to_string(k) + " " + tensor_label(t) +
                " is " + std::string(graph::dtype_name(dtype)) + "; model " + what +
                "s must be float32" + (input ? " or int64" : ""));
+        // Callers hand in and take out ONNX-ordered data.
+        if (graph_.tensors[t].layout != graph::Layout::NCHW)
+          fail(std::string("model ") + what + " " + std::to_string(k) + " is " + tensor_label(t) +
+               ", which is stored NHWC; model inputs and outputs must be NCHW");
       }
       return out;
     };

@@ -25,6 +25,8 @@ static_assert(static_cast<uint8_t>(fb::DType::Bool) == static_cast<uint8_t>(grap
 static_assert(static_cast<uint8_t>(fb::DType::UInt8) == static_cast<uint8_t>(graph::DType::UInt8));
 static_assert(static_cast<uint8_t>(fb::TensorStorage::Weight) ==
               static_cast<uint8_t>(graph::TensorStorage::Weight));
+static_assert(static_cast<uint8_t>(fb::TensorLayout::NHWC) ==
+              static_cast<uint8_t>(graph::Layout::NHWC));
 
 constexpr char kProducer[] = "Tessera 0.1";
 
@@ -41,11 +43,11 @@ flatbuffers::Offset<fb::OpAttributes> write_attributes(flatbuffers::FlatBufferBu
   auto starts = fbb.CreateVector(a.starts);
   auto steps = fbb.CreateVector(a.steps);
   auto axes = fbb.CreateVector(a.axes);
-  return fb::CreateOpAttributes(fbb, kernel_shape, strides, pads, dilations, a.group, a.axis,
-                                a.alpha, a.beta, a.trans_a, a.trans_b, a.clip_min, a.clip_max,
-                                a.count_include_pad, a.ceil_mode, a.softmax_coerce_2d, a.epsilon,
-                                new_shape, static_cast<uint8_t>(a.activation), perm, indices,
-                                indices_shape, starts, steps, axes, a.keepdims, a.gelu_tanh);
+  return fb::CreateOpAttributes(
+      fbb, kernel_shape, strides, pads, dilations, a.group, a.axis, a.alpha, a.beta, a.trans_a,
+      a.trans_b, a.clip_min, a.clip_max, a.count_include_pad, a.ceil_mode, a.softmax_coerce_2d,
+      a.epsilon, new_shape, static_cast<uint8_t>(a.activation), perm, indices, indices_shape,
+      starts, steps, axes, a.keepdims, a.gelu_tanh, a.fused_residual);
 }
 
 }  // namespace
@@ -81,7 +83,7 @@ std::vector<uint8_t> serialize_tess(const graph::TileGraph& graph) {
     auto shape = fbb.CreateVector(t.shape);
     tensors.push_back(fb::CreateTensor(fbb, name, shape, static_cast<fb::DType>(t.dtype),
                                        static_cast<fb::TensorStorage>(t.storage), t.arena_offset,
-                                       buffer_index, fb::TensorLayout::NCHW));
+                                       buffer_index, static_cast<fb::TensorLayout>(t.layout)));
   }
 
   std::vector<flatbuffers::Offset<fb::Operator>> operators;

@@ -2,6 +2,7 @@
 // here), folding conditions, dead-op removal, weights storage, report.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -273,4 +274,100 @@ TEST_CASE("fuse_activations: Relu/Clip/Sigmoid after Conv/Gemm/MatMul become epi
   auto f2 = fuse_activations(g2.g);
   REQUIRE(f2.size() == 1);
   CHECK(g2.g.ops[0].attrs.activation == Activation::Sigmoid);
+}
+
+TEST_CASE("Residual Add fuses into the Conv before it; a Relu after it becomes the activation") {
+  // A ResNet basic block with a projection shortcut: the Add's operands are
+  // both Conv outputs; the later Conv takes the other as its residual.
+  GraphBuilder b;
+  const int32_t x = b.input("x", {1, 4, 6, 6});
+  const auto same3 = spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1});
+  const auto one = spatial_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  const int32_t shortcut = b.op(OpType::Conv, {x, b.weight("ws", {8, 4, 1, 1})}, one, "shortcut");
+  const int32_t y1 =
+      b.op(OpType::Conv, {x, b.weight("w1", {8, 4, 3, 3}), b.weight("b1", {8})}, same3, "conv1");
+  const int32_t r1 = b.op(OpType::Relu, {y1}, {}, "relu1");
+  const int32_t y2 = b.op(OpType::Conv, {r1, b.weight("w2", {8, 8, 3, 3})}, same3, "conv2");
+  const int32_t sum = b.op(OpType::Add, {shortcut, y2}, {}, "add");
+  const int32_t out = b.op(OpType::Relu, {sum}, {}, "relu2");
+  b.g.outputs = {out};
+
+  CompileReport report;
+  const TileGraph tg =
+      compile_graph(b.g, CompileOptions{.tiles = 3, .threads = 2, .target = "test"}, &report);
+  REQUIRE(tg.ops.size() == 3);  // shortcut, conv1 (+relu1), conv2 (+add +relu2)
+  const Operator& conv2 = tg.ops[2];
+  CHECK(conv2.name == "conv2");
+  CHECK(conv2.attrs.fused_residual);
+  CHECK(conv2.attrs.activation == Activation::Relu);
+  REQUIRE(conv2.inputs.size() == 4);
+  // No bias before: a zero one keeps input 3 the residual.
+  const CompiledTensor& bias = tg.tensors[static_cast<size_t>(conv2.inputs[2])];
+  REQUIRE(bias.storage == TensorStorage::Weight);
+  for (float v : bias.weight) CHECK(v == 0.0f);
+  CHECK(tg.tensors[static_cast<size_t>(conv2.inputs[3])].name == "shortcut.out");
+  CHECK(tg.tensors[static_cast<size_t>(conv2.outputs[0])].name == "relu2.out");
+  CHECK(report.ops[2].note.find("residual 'add' fused in") != std::string::npos);
+  // Each conv2 tile has an edge from every shortcut tile it overlaps (the
+  // residual is read at the tile's own region).
+  int32_t checked = 0;
+  for (size_t n = 0; n < tg.nodes.size(); ++n) {
+    if (tg.nodes[n].op != 0) continue;
+    for (size_t m = 0; m < tg.nodes.size(); ++m) {
+      if (tg.nodes[m].op != 2 || !regions_overlap(tg.nodes[n].region, tg.nodes[m].region)) continue;
+      const auto& children = tg.nodes[n].children;
+      CHECK(std::find(children.begin(), children.end(), static_cast<int32_t>(m)) != children.end());
+      ++checked;
+    }
+  }
+  CHECK(checked >= 3);
+
+  // Off (for A/B runs): the Add stays, and so does the Relu after it (an
+  // Add has no epilogue to fuse it into).
+  CompileOptions no_fusion{.tiles = 3, .threads = 2, .target = "test"};
+  no_fusion.fuse_residual = false;
+  const TileGraph plain = compile_graph(b.g, no_fusion, nullptr);
+  CHECK(plain.ops.size() == 5);
+  for (const Operator& op : plain.ops) CHECK_FALSE(op.attrs.fused_residual);
+}
+
+TEST_CASE("Residual fusion is skipped where it would change what is computed or its order") {
+  const auto one = spatial_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  {  // The conv output has a second consumer.
+    GraphBuilder b;
+    const int32_t x = b.input("x", {1, 3, 4, 4});
+    const int32_t y = b.op(OpType::Conv, {x, b.weight("w", {3, 3, 1, 1})}, one, "conv");
+    const int32_t s = b.op(OpType::Add, {y, x}, {}, "add");
+    const int32_t t = b.op(OpType::Mul, {s, y}, {}, "mul");
+    b.g.outputs = {t};
+    const TileGraph tg = compile_graph(b.g, CompileOptions{}, nullptr);
+    CHECK(tg.ops.size() == 3);
+  }
+  {  // The conv already has an activation: the residual would come after it.
+    GraphBuilder b;
+    const int32_t x = b.input("x", {1, 3, 4, 4});
+    const int32_t y = b.op(OpType::Conv, {x, b.weight("w", {3, 3, 1, 1})}, one, "conv");
+    const int32_t r = b.op(OpType::Relu, {y}, {}, "relu");
+    b.g.outputs = {b.op(OpType::Add, {r, x}, {}, "add")};
+    const TileGraph tg = compile_graph(b.g, CompileOptions{}, nullptr);
+    REQUIRE(tg.ops.size() == 2);
+    CHECK(tg.ops[1].type == OpType::Add);
+  }
+  {  // A broadcast operand: not the output's shape.
+    GraphBuilder b;
+    const int32_t x = b.input("x", {1, 3, 4, 4});
+    const int32_t y = b.op(OpType::Conv, {x, b.weight("w", {3, 3, 1, 1})}, one, "conv");
+    b.g.outputs = {b.op(OpType::Add, {y, b.weight("c", {3, 1, 1})}, {}, "add")};
+    const TileGraph tg = compile_graph(b.g, CompileOptions{}, nullptr);
+    CHECK(tg.ops.size() == 2);
+  }
+  {  // The other operand is computed after the conv: the order would break.
+    GraphBuilder b;
+    const int32_t x = b.input("x", {1, 3, 4, 4});
+    const int32_t y = b.op(OpType::Conv, {x, b.weight("w", {3, 3, 1, 1})}, one, "conv");
+    const int32_t later = b.op(OpType::Relu, {x}, {}, "later");
+    b.g.outputs = {b.op(OpType::Add, {y, later}, {}, "add")};
+    const TileGraph tg = compile_graph(b.g, CompileOptions{}, nullptr);
+    CHECK(tg.ops.size() == 3);
+  }
 }

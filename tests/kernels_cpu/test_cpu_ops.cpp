@@ -28,6 +28,7 @@
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/tile_kernel.hpp"
+#include "layouts.hpp"
 #include "tile_grid.hpp"
 
 namespace {
@@ -59,7 +60,15 @@ struct OpCase {
   Shape output;
   int64_t depth = 1;
   std::string label;
+  // Physical layouts of the inputs (empty: all NCHW) and the output; the
+  // reference it is compared with runs all-NCHW.
+  std::vector<graph::Layout> layouts;
+  graph::Layout out_layout = graph::Layout::NCHW;
 };
+
+graph::Layout input_layout(const OpCase& c, size_t i) {
+  return i < c.layouts.size() ? c.layouts[i] : graph::Layout::NCHW;
+}
 
 std::string activation_name(Activation a) {
   switch (a) {
@@ -92,8 +101,11 @@ std::string describe(const OpCase& c) {
     for (int64_t v : a.pads) s << " " << v;
     s << " dilations";
     for (int64_t v : a.dilations) s << " " << v;
-    s << " group " << a.group;
+    s << " group " << a.group << (a.fused_residual ? " residual" : "");
   }
+  s << " layouts";
+  for (size_t i = 0; i < c.inputs.size(); ++i) s << " " << graph::layout_name(input_layout(c, i));
+  s << " -> " << graph::layout_name(c.out_layout);
   if (c.op.type == OpType::Gemm)
     s << " transA " << a.trans_a << " transB " << a.trans_b << " alpha " << a.alpha << " beta "
       << a.beta;
@@ -141,10 +153,15 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed) {
     data[i].resize(static_cast<size_t>(graph::shape_numel(c.inputs[i])));
     for (float& x : data[i]) x = dist(rng);
   }
-  std::vector<ConstTensorView> views(c.inputs.size()), prepare_views(c.inputs.size());
+  // The variant reads each input in its own layout.
+  std::vector<std::vector<float>> physical(c.inputs.size());
+  std::vector<ConstTensorView> views(c.inputs.size()), prepare_views(c.inputs.size()),
+      variant_views(c.inputs.size());
   for (size_t i = 0; i < c.inputs.size(); ++i) {
+    physical[i] = test::to_layout(data[i], c.inputs[i], input_layout(c, i));
     views[i] = {data[i].data(), &c.inputs[i]};
-    prepare_views[i] = {c.constant[i] ? data[i].data() : nullptr, &c.inputs[i]};
+    variant_views[i] = {physical[i].data(), &c.inputs[i], input_layout(c, i)};
+    prepare_views[i] = {c.constant[i] ? data[i].data() : nullptr, &c.inputs[i], input_layout(c, i)};
   }
   if (variant->applies) {
     const std::optional<std::string> why = variant->applies(c.op, prepare_views);
@@ -167,6 +184,7 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed) {
   if (data.size() > 1) product *= max_abs(data[1]);
   double extra = 1.0;
   if (data.size() > 2) extra += 1.25 * max_abs(data[2]);
+  if (data.size() > 3) extra += max_abs(data[3]);  // a fused residual
   const double tol = 4.0 * std::numeric_limits<float>::epsilon() * (product + extra);
 
   IsaGuard guard;
@@ -179,18 +197,21 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed) {
     for (const graph::Region& tile : random_tiles(c.output, rng)) {
       const std::vector<float> before = out;
       kernels::TileArgs args{.op = &c.op,
-                             .inputs = views.data(),
-                             .input_count = views.size(),
-                             .output = {out.data(), &c.output},
+                             .inputs = variant_views.data(),
+                             .input_count = variant_views.size(),
+                             .output = {out.data(), &c.output, c.out_layout},
                              .region = &tile,
                              .prepared = prepared.get()};
       variant->run(args);
       int64_t outside = 0;
       for (int64_t i = 0; i < numel; ++i)
-        if (!inside(tile, c.output, i) && !same_bits(out[i], before[i]) && outside++ < 3)
-          FAIL_CHECK("tile ", graph::region_to_string(tile), " wrote outside at flat index ", i);
+        if (!inside(tile, c.output, test::logical_index(c.output, c.out_layout, i)) &&
+            !same_bits(out[i], before[i]) && outside++ < 3)
+          FAIL_CHECK("tile ", graph::region_to_string(tile), " wrote outside at physical index ",
+                     i);
       REQUIRE(outside == 0);
     }
+    out = test::from_layout(out, c.output, c.out_layout);
     int64_t bad = 0;
     for (int64_t i = 0; i < numel; ++i)
       if (!(std::fabs(static_cast<double>(out[i]) - expected[i]) <= tol) && bad++ < 5)
@@ -212,6 +233,7 @@ struct ConvSpec {
   int64_t group = 1;
   bool one_d = false, bias = true;
   Activation activation = Activation::None;
+  bool residual = false;  // fused residual (forces a bias: inputs X, W, B, R)
 };
 
 // nullopt when the kernel does not fit the padded input.
@@ -247,9 +269,14 @@ std::optional<OpCase> conv_case(const ConvSpec& s, const std::string& label) {
     c.output = {s.batch, s.out_channels, oh, ow};
   }
   c.constant = {false, true};
-  if (s.bias) {
+  if (s.bias || s.residual) {
     c.inputs.push_back({s.out_channels});
     c.constant.push_back(true);
+  }
+  if (s.residual) {
+    a.fused_residual = true;
+    c.inputs.push_back(c.output);
+    c.constant.push_back(false);
   }
   c.depth = group_channels * s.k_h * s.k_w;
   return c;
@@ -280,7 +307,19 @@ ConvSpec random_conv_spec(std::mt19937_64& rng, bool depthwise) {
   s.bias = rng() % 3 != 0;
   s.activation =
       pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
+  s.residual = rng() % 3 == 0;
   return s;
+}
+
+// Random layouts for a conv case: X, Y and the residual each NCHW or NHWC
+// (any mix when `uniform` is false), weights and bias NCHW; 1-D stays NCHW.
+void randomise_layouts(OpCase& c, std::mt19937_64& rng, bool uniform) {
+  if (c.output.size() != 4) return;
+  auto random_layout = [&] { return rng() % 2 ? graph::Layout::NHWC : graph::Layout::NCHW; };
+  c.out_layout = random_layout();
+  c.layouts.assign(c.inputs.size(), graph::Layout::NCHW);
+  c.layouts[0] = uniform ? c.out_layout : random_layout();
+  if (c.op.attrs.fused_residual) c.layouts[3] = uniform ? c.out_layout : random_layout();
 }
 
 // Conv edges named after what they exercise in conv_gemm.cpp.
@@ -390,11 +429,53 @@ TEST_CASE("cpu.conv_gemm matches the reference conv") {
   }
   std::mt19937_64 rng(base_seed() + 11);
   for (int i = 0; i < 150;) {
-    const std::optional<OpCase> c = conv_case(random_conv_spec(rng, false), "random");
+    std::optional<OpCase> c = conv_case(random_conv_spec(rng, false), "random");
     if (!c) continue;
+    randomise_layouts(*c, rng, /*uniform=*/false);
     check_case("cpu.conv_gemm", *c, seed++);
     ++i;
   }
+}
+
+TEST_CASE("cpu.conv_gemm: every mix of NCHW and NHWC input, output and residual") {
+  uint64_t seed = base_seed() * 7919u + 500;
+  // 1×1 stride 1 (A is the NHWC input itself, no chunks when Y is NHWC
+  // too), a 3×3 with padding (window from NHWC rows), 1×1 stride 2, and
+  // OC/C not multiples of the vector width or register block.
+  const ConvSpec specs[] = {
+      {.batch = 2, .channels = 37, .out_channels = 67, .in_h = 5, .in_w = 11},
+      {.channels = 1, .out_channels = 1, .in_h = 1, .in_w = 1},
+      {.channels = 19,
+       .out_channels = 33,
+       .in_h = 13,
+       .in_w = 7,
+       .k_h = 3,
+       .k_w = 3,
+       .pad_top = 1,
+       .pad_left = 1,
+       .pad_bottom = 1,
+       .pad_right = 1,
+       .activation = Activation::Relu},
+      {.channels = 9, .out_channels = 17, .in_h = 9, .in_w = 8, .stride_h = 2, .stride_w = 2},
+      {.channels = 64, .out_channels = 129, .in_h = 40, .in_w = 41, .activation = Activation::Clip},
+  };
+  for (const ConvSpec& base : specs)
+    for (int residual = 0; residual < 2; ++residual)
+      for (int mask = 0; mask < 8; ++mask) {
+        ConvSpec spec = base;
+        spec.residual = residual == 1;
+        if (!spec.residual && (mask & 4)) continue;
+        std::optional<OpCase> c = conv_case(spec, "layouts");
+        REQUIRE(c.has_value());
+        const auto layout = [&](int bit) {
+          return (mask >> bit) & 1 ? graph::Layout::NHWC : graph::Layout::NCHW;
+        };
+        c->layouts.assign(c->inputs.size(), graph::Layout::NCHW);
+        c->layouts[0] = layout(0);
+        c->out_layout = layout(1);
+        if (spec.residual) c->layouts[3] = layout(2);
+        check_case("cpu.conv_gemm", *c, seed++);
+      }
 }
 
 TEST_CASE("cpu.conv_depthwise matches the reference conv") {
@@ -441,8 +522,9 @@ TEST_CASE("cpu.conv_depthwise matches the reference conv") {
   }
   std::mt19937_64 rng(base_seed() + 13);
   for (int i = 0; i < 100;) {
-    const std::optional<OpCase> c = conv_case(random_conv_spec(rng, true), "random");
+    std::optional<OpCase> c = conv_case(random_conv_spec(rng, true), "random");
     if (!c) continue;
+    randomise_layouts(*c, rng, /*uniform=*/true);
     check_case("cpu.conv_depthwise", *c, seed++);
     ++i;
   }

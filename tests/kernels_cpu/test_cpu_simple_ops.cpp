@@ -26,6 +26,7 @@
 #include "graph/region.hpp"
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/tile_kernel.hpp"
+#include "layouts.hpp"
 #include "tile_grid.hpp"
 
 namespace {
@@ -60,12 +61,24 @@ struct OpCase {
   graph::Operator op;
   std::vector<Shape> inputs;
   Shape output;
+  // The variant's physical layouts (empty: all NCHW); the reference it is
+  // compared with runs all-NCHW.
+  std::vector<graph::Layout> layouts;
+  graph::Layout out_layout = graph::Layout::NCHW;
 };
+
+graph::Layout input_layout(const OpCase& c, size_t i) {
+  return i < c.layouts.size() ? c.layouts[i] : graph::Layout::NCHW;
+}
 
 std::string describe(const OpCase& c) {
   std::string s = std::string(graph::op_type_name(c.op.type)) + " inputs";
   for (const Shape& in : c.inputs) s += " " + graph::shape_to_string(in);
   s += " -> " + graph::shape_to_string(c.output);
+  s += " layouts";
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    s += " " + std::string(graph::layout_name(input_layout(c, i)));
+  s += " -> " + std::string(graph::layout_name(c.out_layout));
   const graph::OpAttributes& a = c.op.attrs;
   if (c.op.type == OpType::MaxPool) {
     auto list = [&](const char* name, const std::vector<int64_t>& v) {
@@ -128,18 +141,19 @@ std::vector<float> run_tiled(const kernels::TileArgs& base, const TileKernelVari
   for (const graph::Region& tile : random_tiles(c.output, rng)) {
     const std::vector<float> before = out;
     kernels::TileArgs args = base;
-    args.output = {out.data(), &c.output};
+    args.output = {out.data(), &c.output, c.out_layout};
     args.region = &tile;
     variant.run(args);
     int64_t outside = 0;
     for (int64_t i = 0; i < numel; ++i)
-      if (!inside(tile, c.output, i) && bits(out[i]) != bits(before[i]) && outside++ < 3)
-        FAIL_CHECK("tile ", graph::region_to_string(tile), " wrote outside at flat index ", i);
+      if (!inside(tile, c.output, test::logical_index(c.output, c.out_layout, i)) &&
+          bits(out[i]) != bits(before[i]) && outside++ < 3)
+        FAIL_CHECK("tile ", graph::region_to_string(tile), " wrote outside at physical index ", i);
     REQUIRE(outside == 0);
   }
   for (int64_t i = 0; i < numel; ++i)
     REQUIRE_MESSAGE(bits(out[i]) != bits(sentinel()), "y[", i, "] never written");
-  return out;
+  return test::from_layout(out, c.output, c.out_layout);
 }
 
 // `tolerance` < 0: bitwise equality with the reference; else |diff| <=
@@ -155,9 +169,14 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed, b
   std::mt19937_64 rng(seed);
   std::vector<std::vector<float>> data;
   for (const Shape& s : c.inputs) data.push_back(random_data(s, rng, specials));
-  std::vector<ConstTensorView> views(c.inputs.size()), shape_views(c.inputs.size());
+  std::vector<std::vector<float>> physical;
+  std::vector<ConstTensorView> views(c.inputs.size()), shape_views(c.inputs.size()),
+      variant_views(c.inputs.size());
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    physical.push_back(test::to_layout(data[i], c.inputs[i], input_layout(c, i)));
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     views[i] = {data[i].data(), &c.inputs[i]};
+    variant_views[i] = {physical[i].data(), &c.inputs[i], input_layout(c, i)};
     shape_views[i] = {nullptr, &c.inputs[i]};  // activations: no data at compile time
   }
   const std::optional<std::string> why = variant->applies(c.op, shape_views);
@@ -172,7 +191,9 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed, b
                                .output = {expected.data(), &c.output},
                                .region = &whole};
   reference->run(base);
-  const std::vector<float> out = run_tiled(base, *variant, c, rng);
+  kernels::TileArgs variant_base = base;
+  variant_base.inputs = variant_views.data();
+  const std::vector<float> out = run_tiled(variant_base, *variant, c, rng);
   int64_t bad = 0;
   for (int64_t i = 0; i < numel; ++i) {
     const size_t k = static_cast<size_t>(i);
@@ -185,7 +206,7 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed, b
   REQUIRE(bad == 0);
   if (tolerance(0) >= 0) {
     // A different tiling must give the very same bits.
-    const std::vector<float> again = run_tiled(base, *variant, c, rng);
+    const std::vector<float> again = run_tiled(variant_base, *variant, c, rng);
     for (size_t i = 0; i < out.size(); ++i) REQUIRE(bits(again[i]) == bits(out[i]));
   }
 }
@@ -383,5 +404,117 @@ TEST_CASE("cpu.global_average_pool: within rounding of the reference, independen
     const double tol =
         2.0 * static_cast<double>(plane + 8) * std::numeric_limits<float>::epsilon() * 4.0;
     check_case("cpu.global_average_pool", c, seed, false, [tol](size_t) { return tol; });
+  }
+}
+
+// ---- NHWC (LayoutSupport::Uniform for binary, unary, maxpool; Any for
+// GlobalAveragePool) ---------------------------------------------------------
+
+namespace {
+
+// Every operand with H·W > 1 in NHWC like the output, the others NCHW (the
+// same bytes either way), as kernels::assign_layouts sets them.
+void nhwc_everywhere(OpCase& c) {
+  c.out_layout = graph::Layout::NHWC;
+  c.layouts.clear();
+  for (const Shape& in : c.inputs)
+    c.layouts.push_back(in.size() == 4 ? graph::Layout::NHWC : graph::Layout::NCHW);
+}
+
+}  // namespace
+
+TEST_CASE("cpu.binary NHWC matches the reference bitwise: full, scalar, per-channel, per-row") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 200; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 7907 + 5);
+    OpCase c;
+    c.op.name = "binary_nhwc";
+    c.op.type = rng() % 2 ? OpType::Add : OpType::Mul;
+    c.output = random_shape(rng, 4);
+    if (rng() % 3 == 0) c.output[1] = pick<int64_t>(rng, {16, 33, 64});  // vector widths
+    auto operand = [&]() -> Shape {
+      switch (rng() % 6) {
+        case 0:
+        case 1:
+          return c.output;
+        case 2:
+          return Shape(rng() % 5, 1);  // scalar
+        case 3:
+          return rng() % 2 ? Shape{c.output[1], 1, 1} : Shape{1, c.output[1], 1, 1};  // channel
+        case 4:
+          return Shape{c.output[0], 1, 1, 1};  // per image
+        default:
+          return Shape{1, 1, c.output[2], 1};  // per row: rank 4 with H > 1
+      }
+    };
+    c.inputs = {operand(), operand()};
+    nhwc_everywhere(c);
+    check_case("cpu.binary", c, seed, true, exact);
+  }
+}
+
+TEST_CASE("cpu.unary NHWC matches the reference bitwise") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 100; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 6151 + 9);
+    OpCase c;
+    c.op.name = "unary_nhwc";
+    c.op.type = pick(rng, {OpType::Relu, OpType::Clip, OpType::Sigmoid});
+    c.op.attrs.clip_min = -1.0f;
+    c.op.attrs.clip_max = 6.0f;
+    c.output = random_shape(rng, 4);
+    c.inputs = {c.output};
+    nhwc_everywhere(c);
+    check_case("cpu.unary", c, seed, true, exact);
+  }
+}
+
+TEST_CASE("cpu.maxpool NHWC matches the reference bitwise") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 150; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 3571 + 11);
+    OpCase c;
+    c.op.name = "maxpool_nhwc";
+    c.op.type = OpType::MaxPool;
+    graph::OpAttributes& a = c.op.attrs;
+    a.kernel_shape = {pick<int64_t>(rng, {1, 2, 3}), pick<int64_t>(rng, {1, 2, 3})};
+    a.strides = {pick<int64_t>(rng, {1, 2}), pick<int64_t>(rng, {1, 2, 3})};
+    a.dilations = {pick<int64_t>(rng, {1, 1, 2}), 1};
+    a.pads = {static_cast<int64_t>(rng() % static_cast<uint64_t>(a.kernel_shape[0])), 0,
+              static_cast<int64_t>(rng() % static_cast<uint64_t>(a.kernel_shape[0])),
+              static_cast<int64_t>(rng() % static_cast<uint64_t>(a.kernel_shape[1]))};
+    const Shape x{pick<int64_t>(rng, {1, 2}), pick<int64_t>(rng, {1, 3, 16, 17, 64}),
+                  5 + static_cast<int64_t>(rng() % 9), 5 + static_cast<int64_t>(rng() % 9)};
+    Shape y = x;
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t span =
+          x[2 + i] + a.pads[i] + a.pads[i + 2] - a.dilations[i] * (a.kernel_shape[i] - 1) - 1;
+      y[2 + i] = span / a.strides[i] + 1;
+    }
+    c.inputs = {x};
+    c.output = y;
+    nhwc_everywhere(c);
+    check_case("cpu.maxpool", c, seed, true, exact);
+  }
+}
+
+TEST_CASE("cpu.global_average_pool NHWC input: bitwise the reference's in-order sum") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 60; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 1009 + 13);
+    OpCase c;
+    c.op.name = "gap_nhwc";
+    c.op.type = OpType::GlobalAveragePool;
+    Shape x = random_shape(rng, 4);
+    if (rng() % 3 == 0) x[2] = x[3] = 7;
+    if (rng() % 3 == 0) x[1] = 65;
+    c.inputs = {x};
+    c.output = {x[0], x[1], 1, 1};
+    c.layouts = {graph::Layout::NHWC};  // the output's layout is immaterial
+    check_case("cpu.global_average_pool", c, seed, false, exact);
   }
 }

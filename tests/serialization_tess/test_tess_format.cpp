@@ -191,7 +191,8 @@ bool same_attributes(const graph::OpAttributes& a, const graph::OpAttributes& b)
          same_bits(a.epsilon, b.epsilon) && a.new_shape == b.new_shape && a.perm == b.perm &&
          a.indices == b.indices && a.indices_shape == b.indices_shape && a.starts == b.starts &&
          a.steps == b.steps && a.axes == b.axes && a.keepdims == b.keepdims &&
-         a.gelu_tanh == b.gelu_tanh;
+         a.gelu_tanh == b.gelu_tanh && a.activation == b.activation &&
+         a.fused_residual == b.fused_residual;
 }
 
 void check_same_graph(const TileGraph& a, const TileGraph& b) {
@@ -204,6 +205,7 @@ void check_same_graph(const TileGraph& a, const TileGraph& b) {
     CHECK(x.shape == y.shape);
     CHECK(x.dtype == y.dtype);
     CHECK(x.storage == y.storage);
+    CHECK(x.layout == y.layout);
     if (x.storage == TensorStorage::Arena) CHECK(x.arena_offset == y.arena_offset);
     REQUIRE(x.weight.size() == y.weight.size());
     CHECK(std::equal(x.weight.begin(), x.weight.end(), y.weight.begin(), same_bits));
@@ -324,6 +326,29 @@ TEST_CASE("round trip through a file keeps every field and maps weights in place
   back = TileGraph{};
   std::filesystem::remove(path);
   CHECK(std::equal(w.begin(), w.end(), expected.begin()));
+}
+
+TEST_CASE("NHWC layouts survive a round trip; the reader refuses them where kernels cannot") {
+  TestModel m = make_test_model(3);
+  m.graph.tensors[3].layout = graph::Layout::NHWC;  // between conv1 and relu1/add1
+  m.graph.tensors[4].layout = graph::Layout::NHWC;
+  const std::vector<uint8_t> bytes = serialize_tess(m.graph);
+  const TileGraph back = read_exact_copy(bytes, bytes.size());
+  check_same_graph(m.graph, back);
+  CHECK(back.tensors[3].layout == graph::Layout::NHWC);
+  CHECK(back.tensors[0].layout == graph::Layout::NCHW);
+  SUBCASE("NHWC weight") {
+    check_rejected([](TileGraph& g) { g.tensors[1].layout = graph::Layout::NHWC; },
+                   {"tensor 1", "NHWC", "only rank-4 arena tensors"});
+  }
+  SUBCASE("NHWC model input") {
+    check_rejected([](TileGraph& g) { g.tensors[0].layout = graph::Layout::NHWC; },
+                   {"model input 0", "NHWC", "must be NCHW"});
+  }
+  SUBCASE("NHWC model output") {
+    check_rejected([](TileGraph& g) { g.tensors[5].layout = graph::Layout::NHWC; },
+                   {"model output 0", "NHWC", "must be NCHW"});
+  }
 }
 
 TEST_CASE("serialize_tess places weight data on 64-byte boundaries of the image") {

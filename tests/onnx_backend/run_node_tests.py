@@ -14,8 +14,9 @@ output compared with the expected one at the case's tolerance (ONNX's defaults: 
 atol 1e-7, as onnx.backend.test.runner uses).
 
 A case that fails is a bug unless it is listed in known_unsupported.txt with the reason (an
-attribute or input form Tessera rejects on purpose, with a clean error). A listed case that
-passes is reported too, so the list never goes stale.
+attribute or input form Tessera rejects on purpose, with a clean error), by name or by a regex
+on its error line for a limitation many cases share. A listed case that passes, or a regex that
+matches nothing, is reported too, so the list never goes stale.
 
 Prints one line per failure, a per-op summary, and finally
   `N passed, M failed, K listed as unsupported, of A applicable cases (T cases in the suite)`
@@ -45,21 +46,42 @@ UNSUPPORTED_OP = re.compile(r"\(op '([^']+)', opset \d+\) is not supported by Te
 UNSUPPORTED_OPSET = re.compile(r"opset (\d+) is not supported \(Tessera supports")
 OTHER_DOMAIN = re.compile(r"the model imports no opset of the default ONNX domain")
 # Tessera's activations are float32 (DESIGN.md); other element types are not claimed.
-UNSUPPORTED_DTYPE = re.compile(r"has type (\w+); Tessera needs float32")
+UNSUPPORTED_DTYPE = re.compile(
+    r"has type (\w+); Tessera needs float32|reads the (int64) input '[^']*' as data")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def load_known_unsupported(path: str) -> dict[str, str]:
-  """case name -> reason, from lines `test_name  reason...` (# comments)."""
-  known = {}
-  with open(path) as f:
-    for line in f:
-      line = line.split("#", 1)[0].strip()
-      if not line:
-        continue
-      name, _, reason = line.partition(" ")
-      known[name] = reason.strip()
-  return known
+class KnownUnsupported:
+  """Lines `test_name  reason` name one case; lines `/regex/  reason` name every case whose
+  error line matches the regex (one limitation shared by many cases). # starts a comment."""
+
+  def __init__(self, path: str):
+    self.names: dict[str, str] = {}
+    self.patterns: list[tuple[re.Pattern, str]] = []
+    with open(path) as f:
+      for line in f:
+        line = line.split("#", 1)[0].strip()
+        if not line:
+          continue
+        if line.startswith("/"):
+          end = line.index("/", 1)
+          self.patterns.append((re.compile(line[1:end]), line[end + 1:].strip()))
+        else:
+          name, _, reason = line.partition(" ")
+          self.names[name] = reason.strip()
+    self.used_patterns: set[str] = set()
+
+  def reason(self, name: str, error: str) -> str | None:
+    if name in self.names:
+      return self.names[name]
+    for pattern, reason in self.patterns:
+      if pattern.search(error):
+        self.used_patterns.add(pattern.pattern)
+        return reason
+    return None
+
+  def unused_patterns(self) -> list[str]:
+    return [p.pattern for p, _ in self.patterns if p.pattern not in self.used_patterns]
 
 
 def collect_cases():
@@ -178,7 +200,7 @@ def main() -> int:
   ap.add_argument("-v", "--verbose", action="store_true")
   args = ap.parse_args()
 
-  known = load_known_unsupported(args.known_unsupported)
+  known = KnownUnsupported(args.known_unsupported)
   cases = [c for c in collect_cases() if not args.only or args.only in c.name]
   os.makedirs(args.work_dir, exist_ok=True)
 
@@ -202,14 +224,14 @@ def main() -> int:
       passed += 1
       for op in ops:
         per_op[op][0] += 1
-      if case.name in known:
+      if case.name in known.names:
         stale.append(case.name)
       elif args.verbose:
         print(f"pass  {case.name}")
-    elif case.name in known:
+    elif known.reason(case.name, detail):
       listed += 1
       if args.verbose:
-        print(f"known {case.name}: {known[case.name]} ({detail})")
+        print(f"known {case.name}: {known.reason(case.name, detail)} ({detail})")
     else:
       failed += 1
       print(f"FAIL  {case.name} [{' '.join(ops)}]: {detail}")
@@ -219,6 +241,8 @@ def main() -> int:
   if args.verbose:
     for detail, count in not_applicable.most_common():
       print(f"not applicable: {count} x {detail}")
+  if not args.only:  # with --only, a pattern may simply have no case in the selection
+    stale += [f"/{p}/ (matches no failing case)" for p in known.unused_patterns()]
   for name in stale:
     print(f"STALE {name} passes but is listed in {os.path.basename(args.known_unsupported)}")
   applicable = passed + failed + listed

@@ -24,11 +24,13 @@ std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy p
     std::stable_sort(variants.begin(), variants.end(),
                      [](const auto* a, const auto* b) { return a->preference > b->preference; });
     KernelChoice choice;
+    std::vector<std::string> reported;  // skips explained even when a fast variant wins
     for (const TileKernelVariant* v : variants) {
       if (policy == KernelPolicy::ReferenceOnly && v->name != "reference") continue;
       std::optional<std::string> why_not = v->applies ? v->applies(op, inputs) : std::nullopt;
       if (why_not) {
         choice.skipped.push_back(std::string(v->name) + ": " + *why_not);
+        if (v->report_when_skipped) reported.push_back(choice.skipped.back());
         continue;
       }
       choice.kernel = std::string(v->name);
@@ -37,9 +39,10 @@ std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy p
     if (choice.kernel.empty())
       throw Error("op '" + op.name + "' (" + std::string(graph::op_type_name(op.type)) +
                   "): no kernel variant applies");
-    // Only a fall-back to the reference is a slow path worth explaining; a
-    // specialised variant that does not apply next to another that does is not.
-    if (choice.kernel != "reference") choice.skipped.clear();
+    // A fall-back to the reference is a slow path worth explaining in full; a
+    // specialised variant that does not apply next to another that does only
+    // when it asks to be (TileKernelVariant::report_when_skipped).
+    if (choice.kernel != "reference") choice.skipped = std::move(reported);
     op.kernel = choice.kernel;
     choices.push_back(std::move(choice));
   }

@@ -81,9 +81,9 @@ constexpr TileKernelVariant kKernelTable[] = {
     // Sparse-weight variants (kernels/sparse/sparse_ops.hpp): above the dense
     // ones, applying only when the weight is sparse enough to win.
     {OpType::Gemm, "cpu.gemm_sparse", sparse::gemm_sparse, sparse::prepare_gemm_sparse,
-     sparse::gemm_sparse_applies, 20},
+     sparse::gemm_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
     {OpType::MatMul, "cpu.matmul_sparse", sparse::matmul_sparse, sparse::prepare_matmul_sparse,
-     sparse::matmul_sparse_applies, 20},
+     sparse::matmul_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
 };
 
 }  // namespace

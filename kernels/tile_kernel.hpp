@@ -75,6 +75,12 @@ struct TileKernelVariant {
   // Which layouts run() accepts on the op's rank-4 activation operands and
   // output (kernels/layout_assignment.hpp decides each tensor's layout).
   LayoutSupport layouts = LayoutSupport::NchwOnly;
+  // Whether the compile report says why this variant did not apply even when
+  // another fast variant was chosen instead: for paths the user can unlock
+  // (e.g. sparse kernels, by pruning further). Otherwise only a fall-back to
+  // the reference is explained, so alternatives for other op forms (a
+  // depthwise kernel on a dense conv) are not listed on every op.
+  bool report_when_skipped = false;
 };
 
 // The variant (op type, name), or nullptr when there is none.

@@ -205,23 +205,34 @@ struct Executor::Impl {
     wake_epoch.notify_all();
   }
 
-  // Wakes at most one parked worker per pushed entry.
+  // Wakes at most one parked worker per pushed entry, counting wake-ups
+  // already on their way: a woken worker needs tens of microseconds to leave
+  // its wait, and without `waking` every push meanwhile (hundreds, with short
+  // nodes) would bump the epoch and make a futex call for the same sleepers.
   //
   // Parking handshake (no lost wake-up): a pusher publishes its entries (a
-  // seq_cst tail CAS and bitmap read in the pool) and then reads `parked`; a
-  // worker increments `parked`, reads `wake_epoch`, then re-checks the pool
-  // with seq_cst reads. In the single total order of these operations either
-  // the pusher sees the worker as parked and bumps the epoch (so the worker's
-  // wait returns at once or is notified), or the worker's re-check sees the
-  // entries (ready_pool.cpp explains why a cleared bitmap bit cannot hide them).
+  // seq_cst tail CAS and bitmap read in the pool) and then reads `parked` and
+  // `waking`; a worker increments `parked`, zeroes `waking`, reads
+  // `wake_epoch`, then re-checks the pool with seq_cst reads. In the single
+  // total order of these operations either the pusher sees the worker as
+  // parked with no wake-up pending and bumps the epoch (so the worker's wait
+  // returns at once or is notified), or the pusher's reads come before the
+  // worker's zeroing and so its entries before the worker's re-check, which
+  // sees them (ready_pool.cpp explains why a cleared bitmap bit cannot hide
+  // them). `waking` may also read low (a woken worker zeroes it while another
+  // is still on its way): that only costs a spare wake-up.
   void wake(int32_t count) {
     const int32_t parked_now = parked.load(std::memory_order_seq_cst);
     if (parked_now <= 0) return;
+    const int32_t wanted = std::min(count, parked_now);
+    const int32_t more = wanted - waking.load(std::memory_order_seq_cst);
+    if (more <= 0) return;
+    waking.fetch_add(more, std::memory_order_seq_cst);
     wake_epoch.fetch_add(1, std::memory_order_seq_cst);
-    if (count >= parked_now) {
+    if (wanted >= parked_now) {
       wake_epoch.notify_all();
     } else {
-      for (int32_t i = 0; i < count; ++i) wake_epoch.notify_one();
+      for (int32_t i = 0; i < more; ++i) wake_epoch.notify_one();
     }
   }
 
@@ -249,13 +260,20 @@ struct Executor::Impl {
     return false;
   }
 
+  // Returns once there may be work. A woken worker that still sees entries
+  // queued passes the wake-up on (pushes skipped while it was on its way).
   void park(const Worker& worker) {
     parked.fetch_add(1, std::memory_order_seq_cst);
+    // Any wake-up counted before this worker parked was for others, who have
+    // left or are leaving their wait: it must not stop pushers waking this one.
+    waking.store(0, std::memory_order_seq_cst);
     const uint32_t epoch = wake_epoch.load(std::memory_order_seq_cst);
     const bool exiting =
         worker.retire.load(std::memory_order_seq_cst) || stop.load(std::memory_order_seq_cst);
     if (!exiting && pool.empty()) wake_epoch.wait(epoch, std::memory_order_seq_cst);
     parked.fetch_sub(1, std::memory_order_seq_cst);
+    waking.store(0, std::memory_order_seq_cst);
+    if (!pool.empty()) wake(1);
   }
 
   void work(int32_t slot) {
@@ -369,6 +387,7 @@ struct Executor::Impl {
   alignas(64) std::atomic<bool> exclusive{false};
   alignas(64) std::atomic<uint32_t> wake_epoch{0};
   std::atomic<int32_t> parked{0};
+  std::atomic<int32_t> waking{0};  // wake-ups issued, not yet taken (see wake())
   alignas(64) std::atomic<int64_t> active_requests{0};
   std::atomic<uint32_t> next_submit_row{0};
 };

@@ -75,6 +75,7 @@ void Dse::switch_request(Request* request) {
 }
 
 void Dse::spill() {
+  leave_exclusive();
   while (cache_size_ > 0) batch_.push_back(cache_pop());
   if (!batch_.empty()) push_batch();
   flush_completed();
@@ -92,6 +93,7 @@ bool Dse::run_next_path() {
   }
   if (!head) {
     flush_completed();
+    leave_exclusive();  // an idle DSE must not hold add_workers up
     return false;
   }
   run_path(*head);
@@ -101,22 +103,36 @@ bool Dse::run_next_path() {
   return true;
 }
 
+void Dse::leave_exclusive() {
+  if (!exclusive_entered_) return;
+  exclusive_entered_ = false;
+  // release: our plain counter updates happen before the second worker,
+  // started after add_workers acquires this false.
+  in_exclusive_path_.store(false, std::memory_order_release);
+}
+
 void Dse::run_path(ReadyEntry head) {
   switch_request(head.request);
   const std::atomic<bool>* exclusive = options_.exclusive;
-  // relaxed first read: the common multi-worker case pays one plain load.
+  // relaxed: the common multi-worker case pays one plain load per path. A
+  // stale `true` after add_workers cleared the flag is harmless: add_workers
+  // waits for in_exclusive_path() to read false, which only this DSE writes.
   if (exclusive && exclusive->load(std::memory_order_relaxed)) {
-    // seq_cst store then seq_cst load: the Dekker handshake with add_workers
-    // (in_exclusive_path()); one of the two sides sees the other's store.
-    in_exclusive_path_.store(true, std::memory_order_seq_cst);
-    if (exclusive->load(std::memory_order_seq_cst)) {
+    if (!exclusive_entered_) {
+      // seq_cst store then seq_cst load: the Dekker handshake with add_workers
+      // (in_exclusive_path()); one of the two sides sees the other's store.
+      // Paid once per busy period, not per path: the DSE stays exclusive
+      // until it goes idle or sees the flag cleared.
+      in_exclusive_path_.store(true, std::memory_order_seq_cst);
+      exclusive_entered_ = exclusive->load(std::memory_order_seq_cst);
+      if (!exclusive_entered_) in_exclusive_path_.store(false, std::memory_order_release);
+    }
+    if (exclusive_entered_) {
       run_path_impl<true>(head.request, head.node);
-      // release: our plain counter updates happen before the second worker,
-      // started after add_workers acquires this false.
-      in_exclusive_path_.store(false, std::memory_order_release);
       return;
     }
-    in_exclusive_path_.store(false, std::memory_order_release);
+  } else {
+    leave_exclusive();
   }
   run_path_impl<false>(head.request, head.node);
 }

@@ -83,13 +83,16 @@ class Dse {
   int32_t cached() const { return cache_size_; }
 
   // Hand-over from single-worker mode (Dekker handshake, seq_cst on both
-  // sides): a path starts exclusive only if, after announcing itself here, it
-  // still reads the executor's `exclusive` flag set. The executor clears the
-  // flag, then waits until this reads false, before starting a second worker.
+  // sides): a DSE runs paths exclusive only if, after announcing itself here,
+  // it still reads the executor's `exclusive` flag set; it stays announced
+  // until it goes idle, spills, or sees the flag cleared at a path start. The
+  // executor clears the flag, then waits until this reads false, before
+  // starting a second worker.
   bool in_exclusive_path() const { return in_exclusive_path_.load(std::memory_order_seq_cst); }
 
  private:
   void cache_or_batch(ReadyEntry entry, bool share);
+  void leave_exclusive();
   [[gnu::noinline]] void spill_older_half();
   void push_batch();
   void switch_request(Request* request);
@@ -110,7 +113,8 @@ class Dse {
   // Batched completion count for `current_`.
   Request* current_ = nullptr;
   int32_t current_done_ = 0;
-  bool current_yields_ = false;  // current_ gives way to urgent pool work
+  bool current_yields_ = false;     // current_ gives way to urgent pool work
+  bool exclusive_entered_ = false;  // announced in in_exclusive_path_ (this thread only)
   // Read by the executor's add_workers only: own cache line.
   alignas(64) std::atomic<bool> in_exclusive_path_{false};
 };

@@ -6,11 +6,13 @@
 
 #include "apps/commands.hpp"
 #include "apps/format.hpp"
+#include "apps/npy.hpp"
 #include "apps/tile_tuning.hpp"
 #include "graph/compiler.hpp"
 #include "graph/error.hpp"
 #include "kernels/kernel_choice.hpp"
 #include "kernels/layout_assignment.hpp"
+#include "kernels/reference_evaluator.hpp"
 #include "serialization/onnx/onnx_importer.hpp"
 #include "serialization/tess/tess_writer.hpp"
 
@@ -29,7 +31,25 @@ struct CompileArgs {
   int32_t tune_iterations = 10;
   std::string layout = "auto";
   bool no_residual_fusion = false;
+  std::string sparsity;  // "", "auto" or an annotation FILE.json
 };
+
+// --sparsity: TeSA from the weights' zeros ("auto") plus a file's annotations.
+graph::SparsityConfig sparsity_config(const std::string& flag) {
+  graph::SparsityConfig config;
+  if (flag.empty()) return config;
+  config.enabled = true;
+  config.evaluate = kernels::reference_evaluator();
+  if (flag == "auto") return config;
+  config.annotations =
+      graph::read_sparsity_file(flag, [](const std::string& path, graph::Shape* shape) {
+        NpyArray a = read_npy(path);
+        *shape = a.shape;
+        if (a.dtype == "int64") return std::vector<float>(a.int64_data.begin(), a.int64_data.end());
+        return a.data;
+      });
+  return config;
+}
 
 std::string machine_target() {
   std::string t = "x86_64";
@@ -54,8 +74,9 @@ struct BuiltTileGraph {
 };
 
 BuiltTileGraph build_tile_graph(graph::Graph g, const graph::CompileOptions& options,
-                                const CompileArgs& args, graph::CompileReport* report) {
-  BuiltTileGraph built{graph::compile_graph(std::move(g), options, report), {}};
+                                const CompileArgs& args, const graph::SparsityConfig& sparsity,
+                                graph::CompileReport* report) {
+  BuiltTileGraph built{graph::compile_graph(std::move(g), options, report, &sparsity), {}};
   graph::TileGraph& tiles = built.tiles;
   const auto choices =
       kernels::choose_kernels(tiles, args.reference_kernels ? kernels::KernelPolicy::ReferenceOnly
@@ -86,6 +107,36 @@ void print_tuning(const TileTuning& t, int32_t threads) {
                 c.tiles == t.best_tiles ? "  <- chosen" : "");
 }
 
+double percent(int64_t part, int64_t whole) {
+  return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+// The TeSA table (SparTA Fig. 14): each tensor's pruned share before and
+// after propagation; bench/e2e/sparsity_propagation.py parses it.
+void print_sparsity(const CompileArgs& a, const graph::SparsityReport& s) {
+  if (!s.ran) return;
+  int64_t before = 0, after = 0, total = 0;
+  for (const auto& t : s.tensors)
+    if (t.is_weight) {
+      before += t.pruned_before;
+      after += t.pruned_after;
+      total += t.numel;
+    }
+  std::printf(
+      "  sparsity (--sparsity %s): %d sweep(s), %lld weight element(s) zeroed by "
+      "propagation; weights pruned %.1f%% -> %.1f%%\n",
+      a.sparsity.c_str(), s.sweeps, static_cast<long long>(s.weights_zeroed),
+      percent(before, total), percent(after, total));
+  std::printf("  %-40s %-10s %-32s %12s %8s %8s %4s\n", "tensor", "kind", "op", "elements",
+              "before", "after", "bits");
+  for (const auto& t : s.tensors)
+    std::printf("  %-40s %-10s %-32s %12lld %7.1f%% %7.1f%% %4d\n", t.tensor.c_str(),
+                t.is_weight ? "weight" : "activation", t.consumer.c_str(),
+                static_cast<long long>(t.numel), percent(t.pruned_before, t.numel),
+                percent(t.pruned_after, t.numel), t.bit_width);
+  for (const auto& note : s.notes) std::printf("  note: %s\n", note.c_str());
+}
+
 void print_report(const CompileArgs& a, const graph::CompileReport& r,
                   const kernels::LayoutAssignment& layouts) {
   std::printf("tessera compile: %s -> %s\n", a.model.c_str(), a.output.c_str());
@@ -103,6 +154,7 @@ void print_report(const CompileArgs& a, const graph::CompileReport& r,
               layouts.nhwc_tensors, layouts.material_tensors, a.layout.c_str());
   for (const auto& note : r.notes) std::printf("  note: %s\n", note.c_str());
   for (const auto& why : layouts.kept_nchw) std::printf("  note: %s\n", why.c_str());
+  print_sparsity(a, r.sparsity);
 }
 
 }  // namespace
@@ -130,7 +182,11 @@ Command add_compile_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "nchw"}));
   sub->add_flag("--no-residual-fusion", args->no_residual_fusion,
                 "Keep residual Adds as separate ops (for A/B runs)");
+  sub->add_option("--sparsity", args->sparsity,
+                  "TeSA pruning attributes, propagated through the graph (SparTA §3.2): auto "
+                  "(the weights' zeros) or FILE.json naming weights and patterns");
   return [args] {
+    const graph::SparsityConfig sparsity = sparsity_config(args->sparsity);
     graph::Graph g = serialization::import_onnx_file(args->model);
     graph::CompileOptions options;
     options.tiles = args->tiles;
@@ -146,13 +202,13 @@ Command add_compile_command(CLI::App& app) {
           [&](int32_t tiles) {
             graph::CompileOptions candidate = options;
             candidate.tiles = tiles;
-            return build_tile_graph(g, candidate, *args, nullptr).tiles;
+            return build_tile_graph(g, candidate, *args, sparsity, nullptr).tiles;
           },
           options.threads, args->tune_iterations, args->output + ".tuning");
       options.tiles = tuning->best_tiles;
     }
     graph::CompileReport report;
-    BuiltTileGraph built = build_tile_graph(std::move(g), options, *args, &report);
+    BuiltTileGraph built = build_tile_graph(std::move(g), options, *args, sparsity, &report);
     serialization::write_tess_file(built.tiles, args->output);
     if (!args->quiet) {
       print_report(*args, report, built.layouts);

@@ -1,5 +1,5 @@
-// compile_graph: checks → BN folding → residual-Add and activation fusion →
-// dead-code removal → tiler (APU,
+// compile_graph: checks → TeSA annotations → BN folding → residual-Add and
+// activation fusion → dead-code removal → TeSA propagation → tiler (APU,
 // ASPEN §3.1) → memory plan → TileGraph.
 #include "graph/compiler.hpp"
 
@@ -138,14 +138,20 @@ void check_graph(const Graph& graph) {
   }
 }
 
-TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileReport* report) {
+TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileReport* report,
+                        const SparsityConfig* sparsity) {
   check_graph(graph);
+  const bool tesa = sparsity && sparsity->enabled;
+  if (tesa) apply_sparsity_annotations(graph, *sparsity);
   std::vector<FoldedBatchNorm> folds = fold_batch_norms(graph);
   // Residual Adds first: a Relu after the Add then fuses into the same Conv.
   std::vector<FusedResidual> residuals;
   if (options.fuse_residual) residuals = fuse_residual_adds(graph);
   std::vector<FusedActivation> fusions = fuse_activations(graph);
   graph = remove_dead(std::move(graph));
+  // After fusion, so the rules see the epilogues the kernels will run.
+  SparsityReport sparsity_report;
+  if (tesa) propagate_sparsity(graph, *sparsity, &sparsity_report);
   std::vector<TileNode> nodes =
       build_tile_nodes(graph, TilerOptions{.tiles = options.tiles, .threads = options.threads});
   MemoryPlan plan = plan_memory(graph, nodes);
@@ -199,6 +205,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     report->arena_bytes = plan.arena_bytes;
     report->arena_bytes_without_reuse = plan.bytes_without_reuse;
     report->weight_bytes = weight_bytes;
+    report->sparsity = std::move(sparsity_report);
     for (const FoldedBatchNorm& f : folds)
       report->notes.push_back("BatchNormalization '" + f.batch_norm + "' folded into Conv '" +
                               f.conv + "'");

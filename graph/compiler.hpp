@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "graph/sparsity.hpp"
 #include "graph/tile_graph.hpp"
 
 namespace tessera::graph {
@@ -26,6 +27,7 @@ struct CompileReport {
   uint64_t arena_bytes_without_reuse = 0;
   uint64_t weight_bytes = 0;
   std::vector<std::string> notes;  // folded ops and other passes' decisions
+  SparsityReport sparsity;         // TeSA before/after propagation (when enabled)
 };
 
 // Structural checks every pass relies on: tensor indices in range, one output
@@ -35,6 +37,9 @@ struct CompileReport {
 void check_graph(const Graph& graph);
 
 // Runs every pass; throws tessera::Error on a graph it cannot compile.
-TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileReport* report);
+// `sparsity` (optional, enabled): TeSA annotations and propagation
+// (graph/sparsity.hpp), which zero the weights no output depends on.
+TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileReport* report,
+                        const SparsityConfig* sparsity = nullptr);
 
 }  // namespace tessera::graph

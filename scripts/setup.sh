@@ -8,7 +8,7 @@ debian_packages=(
   build-essential cmake ninja-build pkg-config git
   libtbb-dev libhwloc-dev libxsimd-dev
   libflatbuffers-dev flatbuffers-compiler
-  doctest-dev libcli11-dev libbenchmark-dev
+  doctest-dev libcli11-dev libbenchmark-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler libonnx-dev libdnnl-dev
   opencl-headers ocl-icd-opencl-dev pocl-opencl-icd
   python3 python3-venv

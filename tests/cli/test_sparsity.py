@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""`tessera compile --sparsity auto|FILE.json`: TeSA propagation end to end.
+
+Checks, on a small CNN whose first conv has a pruned output channel (weights and bias 0):
+  (a) --sparsity auto prints the before/after table; the second conv's weights go from 0%
+      to exactly 25% pruned (its input channel 1 of 4 is Relu(0) = 0, so w2[:, 1] is dead);
+  (b) the outputs are unchanged: the propagated model's outputs equal those compiled without
+      --sparsity and ONNX Runtime's;
+  (c) an annotation file (magnitude pruning of the classifier, a .npy keep-mask on conv2)
+      prunes what it says: the outputs match ONNX Runtime on the same pruning done in numpy;
+  (d) bad annotation files (missing, not JSON, unknown tensor, activation tensor, bad
+      pattern, bad ratio, missing / garbage / wrong-shape mask) fail with one "error:" line;
+  (e) the kernel choice sees propagated zeros: a MatMul whose weight rows propagation zeroes
+      goes from a dense kernel to cpu.matmul_sparse, and still matches ONNX Runtime.
+Prints `N passed, M failed`; exits 1 if M > 0.
+
+    test_sparsity.py --tessera PATH --work-dir DIR
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+sys.dont_write_bytecode = True
+
+
+def run(argv, check=True):
+  return subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=check,
+                        timeout=120, stdin=subprocess.DEVNULL)
+
+
+def make_model(weights):
+  inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()]
+  nodes = [
+      helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", kernel_shape=[3, 3],
+                       pads=[1, 1, 1, 1]),
+      helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+      helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", kernel_shape=[1, 1]),
+      helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+      helper.make_node("GlobalAveragePool", ["r2"], ["gap"], name="gap"),
+      helper.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1),
+      helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], name="fc", transB=1),
+  ]
+  graph = helper.make_graph(nodes, "sparse_cnn",
+                            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 5])],
+                            inits)
+  model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+  model.ir_version = 8
+  onnx.checker.check_model(model)
+  return model
+
+
+def tessera_outputs(tessera, tess, x_path, out_dir):
+  os.makedirs(out_dir, exist_ok=True)
+  run([tessera, "run", tess, "--input", f"x={x_path}", "--output-dir", out_dir, "--iterations", 1,
+       "--warmup", 0])
+  return np.load(os.path.join(out_dir, "logits.npy"))
+
+
+def ort_outputs(model, x):
+  sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+  return sess.run(None, {"x": x})[0]
+
+
+def close(a, b):
+  return a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def main() -> int:
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--tessera", required=True)
+  ap.add_argument("--work-dir", required=True)
+  args = ap.parse_args()
+  work = args.work_dir
+  os.makedirs(work, exist_ok=True)
+  rng = np.random.default_rng(611)
+  weights = {
+      "w1": rng.standard_normal([4, 3, 3, 3]), "b1": rng.standard_normal([4]),
+      "w2": rng.standard_normal([6, 4, 1, 1]), "b2": rng.standard_normal([6]),
+      "fc.weight": rng.standard_normal([5, 6]), "fc.bias": rng.standard_normal([5]),
+  }
+  weights["w1"][1] = 0.0
+  weights["b1"][1] = 0.0
+  model = make_model(weights)
+  onnx_path = os.path.join(work, "sparse_cnn.onnx")
+  onnx.save(model, onnx_path)
+  x = rng.standard_normal([1, 3, 8, 8]).astype(np.float32)
+  x_path = os.path.join(work, "x.npy")
+  np.save(x_path, x)
+  passed, failures = 0, []
+
+  def check(ok, what):
+    nonlocal passed
+    if ok:
+      passed += 1
+    else:
+      failures.append(what)
+
+  # (a) the report
+  auto_tess = os.path.join(work, "auto.tess")
+  report = run([args.tessera, "compile", onnx_path, "-o", auto_tess, "--sparsity", "auto"]).stdout
+  check("sparsity (--sparsity auto)" in report, "no sparsity summary line in the report")
+  rows = {m[0]: (m[1], float(m[2]), float(m[3])) for m in re.findall(
+      r"^\s+(\S+)\s+(?:weight|activation)\s+(\S+)\s+\d+\s+([0-9.]+)%\s+([0-9.]+)%\s+\d+$", report,
+      re.MULTILINE)}
+  check(rows.get("w2", (None, -1, -1))[1:] == (0.0, 25.0),
+        f"w2 before/after {rows.get('w2')}, expected 0.0% -> 25.0%")
+  check(rows.get("w1", (None, -1, -1))[1:] == (25.0, 25.0),
+        f"w1 before/after {rows.get('w1')}, expected 25.0% -> 25.0%")
+
+  # (b) outputs unchanged
+  plain_tess = os.path.join(work, "plain.tess")
+  run([args.tessera, "compile", onnx_path, "-o", plain_tess, "-q"])
+  plain = tessera_outputs(args.tessera, plain_tess, x_path, os.path.join(work, "out_plain"))
+  auto = tessera_outputs(args.tessera, auto_tess, x_path, os.path.join(work, "out_auto"))
+  reference = ort_outputs(model, x)
+  check(close(auto, plain), f"--sparsity auto changed the outputs: {auto} vs {plain}")
+  check(close(auto, reference), f"--sparsity auto differs from ONNX Runtime: {auto} vs {reference}")
+
+  # (c) an annotation file
+  keep = (rng.random([6, 4, 1, 1]) < 0.5).astype(np.float32)
+  np.save(os.path.join(work, "keep_w2.npy"), keep)
+  ann = os.path.join(work, "ann.json")
+  with open(ann, "w") as f:
+    json.dump({"tensors": [{"tensor": "fc.weight", "pruned": "magnitude:0.5", "bits": 8},
+                           {"tensor": "w2", "pruned": "mask:keep_w2.npy"}]}, f)
+  ann_tess = os.path.join(work, "ann.tess")
+  report = run([args.tessera, "compile", onnx_path, "-o", ann_tess, "--sparsity", ann]).stdout
+  check(re.search(r"^\s+fc\.weight\s+weight\s+\S+\s+30\s+50\.0%\s+[0-9.]+%\s+8$", report,
+                  re.MULTILINE) is not None, "fc.weight row: expected 50.0% before, 8 bits")
+  pruned = dict(weights)
+  fc = pruned["fc.weight"].astype(np.float32).copy().reshape(-1)
+  fc[np.argsort(np.abs(fc), kind="stable")[:15]] = 0.0
+  pruned["fc.weight"] = fc.reshape(5, 6)
+  pruned["w2"] = pruned["w2"] * keep
+  got = tessera_outputs(args.tessera, ann_tess, x_path, os.path.join(work, "out_ann"))
+  want = ort_outputs(make_model(pruned), x)
+  check(close(got, want), f"annotated model differs from ONNX Runtime: {got} vs {want}")
+
+  # (e) the kernel choice sees the propagated zeros: 95% of mm1's output columns are zero
+  # weights, Relu keeps them zero, so mm2's matching rows are dead and zeroed — dense before,
+  # 5% density after, where the sparse MatMul applies.
+  w1 = rng.standard_normal([64, 256]).astype(np.float32)
+  w1[:, rng.permutation(256)[:243]] = 0.0
+  w2 = rng.standard_normal([256, 64]).astype(np.float32)
+  mm = helper.make_model(helper.make_graph(
+      [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+       helper.make_node("Relu", ["h"], ["r"], name="relu"),
+       helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")], "chain",
+      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 64])],
+      [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")]),
+      opset_imports=[helper.make_opsetid("", 13)])
+  mm.ir_version = 8
+  mm_path = os.path.join(work, "chain.onnx")
+  onnx.save(mm, mm_path)
+  kernels = {}
+  for flag in ([], ["--sparsity", "auto"]):
+    out = run([args.tessera, "compile", mm_path, "-o", os.path.join(work, "chain.tess")] + flag).stdout
+    found = re.search(r"^\s+mm2\s+MatMul\s+(\S+)", out, re.MULTILINE)
+    kernels[bool(flag)] = found.group(1) if found else None
+  check(kernels[False] != "cpu.matmul_sparse" and kernels[True] == "cpu.matmul_sparse",
+        f"mm2 kernels without/with --sparsity auto: {kernels}, expected dense then cpu.matmul_sparse")
+  x_mm = rng.standard_normal([16, 64]).astype(np.float32)
+  np.save(os.path.join(work, "x_mm.npy"), x_mm)
+  out_dir = os.path.join(work, "out_chain")
+  os.makedirs(out_dir, exist_ok=True)
+  run([args.tessera, "run", os.path.join(work, "chain.tess"), "--input",
+       f"x={os.path.join(work, 'x_mm.npy')}", "--output-dir", out_dir, "--iterations", 1,
+       "--warmup", 0])
+  got = np.load(os.path.join(out_dir, "y.npy"))
+  want = ort.InferenceSession(mm.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+      None, {"x": x_mm})[0]
+  check(close(got, want), "the propagated sparse MatMul chain differs from ONNX Runtime")
+
+  # (d) bad files
+  def write(name, text):
+    path = os.path.join(work, name)
+    with open(path, "w") as f:
+      f.write(text)
+    return path
+
+  with open(os.path.join(work, "garbage.npy"), "wb") as f:
+    f.write(b"\x93NUMPY garbage")
+  np.save(os.path.join(work, "wrong_shape.npy"), np.ones([3, 3], np.float32))
+  bad = {
+      "missing file": os.path.join(work, "no_such.json"),
+      "not JSON": write("bad1.json", "{\"tensors\": [}"),
+      "unknown tensor": write("bad2.json", '[{"tensor": "w9", "pruned": "zeros"}]'),
+      "activation": write("bad3.json", '[{"tensor": "r1", "pruned": "zeros"}]'),
+      "bad pattern": write("bad4.json", '[{"tensor": "w2", "pruned": "blocks:4x4"}]'),
+      "bad ratio": write("bad5.json", '[{"tensor": "w2", "pruned": "magnitude:2"}]'),
+      "missing mask": write("bad6.json", '[{"tensor": "w2", "pruned": "mask:none.npy"}]'),
+      "garbage mask": write("bad7.json", '[{"tensor": "w2", "pruned": "mask:garbage.npy"}]'),
+      "wrong-shape mask": write("bad8.json", '[{"tensor": "w2", "pruned": "mask:wrong_shape.npy"}]'),
+      "unknown key": write("bad9.json", '[{"tensor": "w2", "prune": "zeros"}]'),
+  }
+  for what, path in bad.items():
+    r = run([args.tessera, "compile", onnx_path, "-o", os.path.join(work, "bad.tess"),
+             "--sparsity", path], check=False)
+    lines = r.stderr.strip().splitlines()
+    check(0 < r.returncode < 128 and len(lines) == 1 and lines[0].startswith("error:"),
+          f"{what}: exit {r.returncode}, stderr {r.stderr!r}")
+
+  for f in failures:
+    print("FAIL", f)
+  print(f"{passed} passed, {len(failures)} failed")
+  return 1 if failures else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "apps/commands.hpp"
 #include "apps/format.hpp"
@@ -32,6 +33,8 @@ struct CompileArgs {
   std::string layout = "auto";
   bool no_residual_fusion = false;
   std::string sparsity;  // "", "auto" or an annotation FILE.json
+  int64_t batch = 0;
+  std::vector<std::string> shapes;  // NAME=D0,D1,... (repeatable)
 };
 
 // --sparsity: TeSA from the weights' zeros ("auto") plus a file's annotations.
@@ -49,6 +52,38 @@ graph::SparsityConfig sparsity_config(const std::string& flag) {
         return a.data;
       });
   return config;
+}
+
+// `--shape NAME=DIMS`: NAME is an input (DIMS its whole shape) or a
+// symbolic dim (one value).
+serialization::InputShapeOverrides parse_shape_overrides(const CompileArgs& a) {
+  serialization::InputShapeOverrides overrides;
+  overrides.batch = a.batch;
+  for (const std::string& text : a.shapes) {
+    const auto eq = text.rfind('=');
+    const std::string usage = "--shape " + text + ": expected NAME=DIMS, e.g. input=1,3,224,224";
+    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) throw Error(usage);
+    std::vector<int64_t> dims;
+    size_t at = eq + 1;
+    while (at <= text.size()) {
+      const size_t comma = std::min(text.find(',', at), text.size());
+      const std::string part = text.substr(at, comma - at);
+      size_t used = 0;
+      int64_t v = 0;
+      try {
+        v = std::stoll(part, &used);
+      } catch (const std::exception&) {
+        throw Error(usage);
+      }
+      if (used != part.size() || v < 1)
+        throw Error("--shape " + text + ": dims must be positive integers");
+      dims.push_back(v);
+      at = comma + 1;
+    }
+    if (!overrides.shapes.emplace(text.substr(0, eq), dims).second)
+      throw Error("--shape " + text.substr(0, eq) + " is given twice");
+  }
+  return overrides;
 }
 
 std::string machine_target() {
@@ -185,9 +220,16 @@ Command add_compile_command(CLI::App& app) {
   sub->add_option("--sparsity", args->sparsity,
                   "TeSA pruning attributes, propagated through the graph (SparTA §3.2): auto "
                   "(the weights' zeros) or FILE.json naming weights and patterns");
+  sub->add_option("--batch", args->batch,
+                  "Batch size: fixes dim 0 of every input where the model leaves it symbolic")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  sub->add_option("--shape", args->shapes,
+                  "NAME=DIMS: an input's shape (NAME=1,3,224,224) or a symbolic dim's value "
+                  "(seq=128); repeatable")
+      ->allow_extra_args(false);
   return [args] {
     const graph::SparsityConfig sparsity = sparsity_config(args->sparsity);
-    graph::Graph g = serialization::import_onnx_file(args->model);
+    graph::Graph g = serialization::import_onnx_file(args->model, parse_shape_overrides(*args));
     graph::CompileOptions options;
     options.tiles = args->tiles;
     options.threads = args->threads > 0 ? args->threads

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "graph/error.hpp"
+#include "graph/source_index.hpp"
 
 namespace tessera::graph {
 namespace {
@@ -467,8 +468,62 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       add(deps, 0, r, in[0]);
       break;
     }
-    default:
-      fail(op, "dependency: unsupported operator type");
+    case OpType::LeakyRelu:
+    case OpType::HardSigmoid:
+    case OpType::HardSwish:
+    case OpType::Neg:
+    case OpType::Exp:
+    case OpType::Log:
+    case OpType::Reciprocal:
+    case OpType::Abs:
+    case OpType::Softplus:
+      need_inputs(op, in, 1, 1);
+      need_rank(op, in[0], out.rank());
+      add(deps, 0, out, in[0]);
+      break;
+    case OpType::Max:
+    case OpType::Min:
+      need_inputs(op, in, 2, 2);
+      for (int32_t i = 0; i < 2; ++i) {
+        if (in[i].size() > out.rank()) fail(op, "dependency: operand rank > output rank");
+        add(deps, i, broadcast_map(out, in[i]), in[i]);
+      }
+      break;
+    case OpType::Pad:
+    case OpType::Resize: {
+      need_inputs(op, in, 1, 1);
+      need_rank(op, in[0], out.rank());
+      const size_t rank = out.rank();
+      if (op.type == OpType::Pad && a.pads.size() != 2 * rank)
+        fail(op, "dependency: pads have the wrong size");
+      if (op.type == OpType::Resize && a.scales.size() != rank)
+        fail(op, "dependency: scales have the wrong size");
+      // Both ops are separable (graph/source_index.hpp): the elements read
+      // are the product of each dim's sources, so the exact box is the
+      // per-dim range of sources. Constant padding reads nothing where a
+      // dim's outputs all fall in the padding.
+      Region r{std::vector<int64_t>(rank), std::vector<int64_t>(rank)};
+      for (size_t d = 0; d < rank; ++d) {
+        int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+        for (int64_t o = out.begin[d]; o < out.end[d]; ++o) {
+          if (op.type == OpType::Pad) {
+            const int64_t i = pad_source_index(o, a.pads[d], in[0][d], a.pad_mode);
+            if (i < 0) continue;
+            lo = std::min(lo, i);
+            hi = std::max(hi, i + 1);
+          } else {
+            const ResizeTaps t = resize_taps(a, d, o, in[0][d], output_shape[d]);
+            lo = std::min(lo, t.lo);
+            hi = std::max(hi, t.hi + 1);
+          }
+        }
+        if (lo >= hi) return deps;  // every output of the region is padding
+        r.begin[d] = lo;
+        r.end[d] = hi;
+      }
+      add(deps, 0, r, in[0]);
+      break;
+    }
   }
   return deps;
 }

@@ -4,6 +4,7 @@
 #include "graph/op_shape.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "graph/error.hpp"
@@ -399,6 +400,47 @@ Shape slice_shape(const Operator& op, const std::vector<Shape>& in) {
   return a.new_shape;
 }
 
+Shape pad_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 1, 1);
+  const Shape& x = in[0];
+  const OpAttributes& a = op.attrs;
+  if (a.pads.size() != 2 * x.size())
+    fail(op, "pads has " + std::to_string(a.pads.size()) + " entries for an input of rank " +
+                 std::to_string(x.size()) + " (needs 2 per dim)");
+  if (a.pad_mode > kLastPadMode)
+    fail(op, "pad mode " + std::to_string(static_cast<int>(a.pad_mode)) + " is unknown");
+  Shape out = x;
+  for (size_t d = 0; d < x.size(); ++d) {
+    const int64_t pb = a.pads[d], pe = a.pads[d + x.size()];
+    if (pb < -kMaxDim || pb > kMaxDim || pe < -kMaxDim || pe > kMaxDim)
+      fail(op, "pads of dim " + std::to_string(d) + " are out of range");
+    out[d] = x[d] + pb + pe;
+  }
+  check_shape(op, out, "output");
+  return out;
+}
+
+Shape resize_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 1, 1);
+  const Shape& x = in[0];
+  const OpAttributes& a = op.attrs;
+  // The kernel sums 2^rank interpolation corners per element.
+  constexpr size_t kMaxResizeRank = 8;
+  if (x.size() > kMaxResizeRank)
+    fail(op, "input rank " + std::to_string(x.size()) + " is above Resize's limit of 8");
+  if (a.new_shape.size() != x.size() || a.scales.size() != x.size())
+    fail(op, "new_shape and scales must have one entry per input dim (" + std::to_string(x.size()) +
+                 ")");
+  check_shape(op, a.new_shape, "new_shape");
+  for (float s : a.scales)
+    if (!(s > 0.0f) || !std::isfinite(s))
+      fail(op, "scales must be positive and finite, got " + std::to_string(s));
+  if (a.resize_mode > kLastResizeMode || a.coordinate_mode > kLastCoordinateMode ||
+      a.nearest_mode > kLastNearestMode)
+    fail(op, "resize mode, coordinate mode or nearest mode is unknown");
+  return a.new_shape;
+}
+
 }  // namespace
 
 Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes) {
@@ -471,6 +513,25 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
       return layer_norm_shape(op, in);
     case OpType::Slice:
       return slice_shape(op, in);
+    case OpType::LeakyRelu:
+    case OpType::HardSigmoid:
+    case OpType::HardSwish:
+    case OpType::Neg:
+    case OpType::Exp:
+    case OpType::Log:
+    case OpType::Reciprocal:
+    case OpType::Abs:
+    case OpType::Softplus:
+      check_input_count(op, in, 1, 1);
+      return in[0];
+    case OpType::Max:
+    case OpType::Min:
+      check_input_count(op, in, 2, 2);
+      return broadcast_shapes(op, in[0], in[1]);
+    case OpType::Pad:
+      return pad_shape(op, in);
+    case OpType::Resize:
+      return resize_shape(op, in);
   }
   fail(op, "unknown operator type " + std::to_string(static_cast<int>(op.type)));
 }

@@ -38,9 +38,22 @@ enum class OpType : uint16_t {
   LayerNormalization = 27,
   Slice = 28,
   Gelu = 29,
+  LeakyRelu = 30,
+  HardSigmoid = 31,
+  HardSwish = 32,
+  Neg = 33,
+  Exp = 34,
+  Log = 35,
+  Reciprocal = 36,
+  Abs = 37,
+  Softplus = 38,
+  Max = 39,
+  Min = 40,
+  Pad = 41,
+  Resize = 42,
 };
 
-inline constexpr OpType kLastOpType = OpType::Gelu;
+inline constexpr OpType kLastOpType = OpType::Resize;
 
 constexpr std::string_view op_type_name(OpType t) {
   switch (t) {
@@ -104,6 +117,32 @@ constexpr std::string_view op_type_name(OpType t) {
       return "Slice";
     case OpType::Gelu:
       return "Gelu";
+    case OpType::LeakyRelu:
+      return "LeakyRelu";
+    case OpType::HardSigmoid:
+      return "HardSigmoid";
+    case OpType::HardSwish:
+      return "HardSwish";
+    case OpType::Neg:
+      return "Neg";
+    case OpType::Exp:
+      return "Exp";
+    case OpType::Log:
+      return "Log";
+    case OpType::Reciprocal:
+      return "Reciprocal";
+    case OpType::Abs:
+      return "Abs";
+    case OpType::Softplus:
+      return "Softplus";
+    case OpType::Max:
+      return "Max";
+    case OpType::Min:
+      return "Min";
+    case OpType::Pad:
+      return "Pad";
+    case OpType::Resize:
+      return "Resize";
   }
   return "Unknown";
 }

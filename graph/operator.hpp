@@ -45,10 +45,40 @@ namespace tessera::graph {
 //  - Conv with fused_residual: inputs X, W, B (always present), R; R has the
 //    output's shape and is added after the bias, before the activation
 //    (graph/fuse_residual.hpp).
+//  - LeakyRelu: alpha. HardSigmoid: max(0, min(1, alpha x + beta)).
+//    HardSwish: x * max(0, min(1, x / 6 + 1 / 2)). Max, Min: two operands,
+//    broadcasting like Add (the importer chains longer lists).
+//  - Pad: pads has 2 x rank entries (all begins, then all ends; negative
+//    crops); pad_mode; pad_value for PadMode::Constant. Output index i of
+//    dim d reads input index i - pads[d] (reflected or clamped into the
+//    input by Reflect or Edge; none, giving pad_value, for Constant).
+//  - Resize: new_shape is the output shape; scales has one entry per dim
+//    (the given scale, or output / input when sizes were given), used by
+//    the coordinate transformation; resize_mode, coordinate_mode and
+//    nearest_mode as ONNX's attributes (graph/resize_coords.hpp).
 // An elementwise activation fused into the op that produces its input.
 // Values are stored in `.tess` files: append, never renumber.
 enum class Activation : uint8_t { None = 0, Relu = 1, Clip = 2, Sigmoid = 3 };
 inline constexpr Activation kLastActivation = Activation::Sigmoid;
+
+// Pad's mode (ONNX "constant", "reflect", "edge"). Stored in `.tess` files.
+enum class PadMode : uint8_t { Constant = 0, Reflect = 1, Edge = 2 };
+inline constexpr PadMode kLastPadMode = PadMode::Edge;
+
+// Resize's mode, coordinate_transformation_mode and nearest_mode. Stored in
+// `.tess` files: append, never renumber.
+enum class ResizeMode : uint8_t { Nearest = 0, Linear = 1 };
+inline constexpr ResizeMode kLastResizeMode = ResizeMode::Linear;
+enum class CoordinateMode : uint8_t {
+  HalfPixel = 0,
+  HalfPixelSymmetric = 1,
+  PytorchHalfPixel = 2,
+  AlignCorners = 3,
+  Asymmetric = 4,
+};
+inline constexpr CoordinateMode kLastCoordinateMode = CoordinateMode::Asymmetric;
+enum class NearestMode : uint8_t { RoundPreferFloor = 0, RoundPreferCeil = 1, Floor = 2, Ceil = 3 };
+inline constexpr NearestMode kLastNearestMode = NearestMode::Ceil;
 
 struct OpAttributes {
   std::vector<int64_t> kernel_shape;
@@ -78,6 +108,12 @@ struct OpAttributes {
   bool keepdims = true;
   bool gelu_tanh = false;
   bool fused_residual = false;
+  PadMode pad_mode = PadMode::Constant;
+  float pad_value = 0.0f;
+  ResizeMode resize_mode = ResizeMode::Nearest;
+  CoordinateMode coordinate_mode = CoordinateMode::HalfPixel;
+  NearestMode nearest_mode = NearestMode::RoundPreferFloor;
+  std::vector<float> scales;
 
   bool operator==(const OpAttributes&) const = default;
 };

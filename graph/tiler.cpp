@@ -67,6 +67,17 @@ bool follows_producer_tiling(OpType t) {
     case OpType::Tanh:
     case OpType::Where:
     case OpType::Gelu:
+    case OpType::LeakyRelu:
+    case OpType::HardSigmoid:
+    case OpType::HardSwish:
+    case OpType::Neg:
+    case OpType::Exp:
+    case OpType::Log:
+    case OpType::Reciprocal:
+    case OpType::Abs:
+    case OpType::Softplus:
+    case OpType::Max:
+    case OpType::Min:
       return true;
     default:
       return false;

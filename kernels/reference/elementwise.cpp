@@ -194,3 +194,60 @@ void where(const TileArgs& args) {
 }
 
 }  // namespace tessera::kernels::reference
+
+namespace tessera::kernels::reference {
+
+void leaky_relu(const TileArgs& args) {
+  check_tile_args(args, 1, 1);
+  const float alpha = args.op->attrs.alpha;
+  unary_tile(args, [alpha](float x) { return x >= 0.0f ? x : alpha * x; });
+}
+
+void hard_sigmoid(const TileArgs& args) {
+  check_tile_args(args, 1, 1);
+  const float alpha = args.op->attrs.alpha, beta = args.op->attrs.beta;
+  unary_tile(args,
+             [alpha, beta](float x) { return std::max(0.0f, std::min(1.0f, alpha * x + beta)); });
+}
+
+void hard_swish(const TileArgs& args) {
+  unary_tile(args, [](float x) { return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)); });
+}
+
+void neg(const TileArgs& args) {
+  unary_tile(args, [](float x) { return -x; });
+}
+
+void exp(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::exp(x); });
+}
+
+void log(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::log(x); });
+}
+
+void reciprocal(const TileArgs& args) {
+  unary_tile(args, [](float x) { return 1.0f / x; });
+}
+
+void abs(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::fabs(x); });
+}
+
+void softplus(const TileArgs& args) {
+  // log(1 + e^x) without overflow for large x: x + log1p(e^-x).
+  unary_tile(args, [](float x) {
+    return x > 0.0f ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+  });
+}
+
+void max(const TileArgs& args) {
+  // ONNX Runtime propagates NaN from either operand; std::max would not.
+  binary_tile(args, [](float x, float y) { return std::isnan(x) || x > y ? x : y; });
+}
+
+void min(const TileArgs& args) {
+  binary_tile(args, [](float x, float y) { return std::isnan(x) || x < y ? x : y; });
+}
+
+}  // namespace tessera::kernels::reference

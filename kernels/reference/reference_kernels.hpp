@@ -70,4 +70,24 @@ void slice(const TileArgs& args);
 void reduce_mean(const TileArgs& args);
 void layer_normalization(const TileArgs& args);
 
+// elementwise.cpp — LeakyRelu (alpha), HardSigmoid (alpha, beta), HardSwish,
+// Neg, Exp, Log, Reciprocal, Abs, Softplus; Max and Min of two
+// broadcasting operands (NaN propagates).
+void leaky_relu(const TileArgs& args);
+void hard_sigmoid(const TileArgs& args);
+void hard_swish(const TileArgs& args);
+void neg(const TileArgs& args);
+void exp(const TileArgs& args);
+void log(const TileArgs& args);
+void reciprocal(const TileArgs& args);
+void abs(const TileArgs& args);
+void softplus(const TileArgs& args);
+void max(const TileArgs& args);
+void min(const TileArgs& args);
+
+// resample.cpp — Pad (constant, reflect, edge) and Resize (nearest, linear),
+// through the per-dim source maps of graph/source_index.hpp.
+void pad(const TileArgs& args);
+void resize(const TileArgs& args);
+
 }  // namespace tessera::kernels::reference

@@ -31,7 +31,7 @@ using graph::OpType;
 using graph::Shape;
 
 constexpr int64_t kMinOpset = 11;
-constexpr int64_t kMaxOpset = 21;
+constexpr int64_t kMaxOpset = 25;
 
 // Errors are one line: ONNX's own messages may span several.
 std::string one_line(std::string text) {
@@ -138,48 +138,115 @@ class Importer {
     }
   }
 
+  // BEGIN reviewed op versions (tests/serialization_onnx/test_op_versions.py parses this table)
+  // Every op Tessera claims, with each since-version of its ONNX schema up to
+  // kMaxOpset whose semantics the importer was checked against (the version
+  // in force at opset 11 included). Most versions after 13 only add element
+  // types (bfloat16, float8, int4...), which float32 models never use; the
+  // ones that change semantics and how they are handled:
+  //   AveragePool-19 dilations (refused unless all 1), BatchNormalization-14
+  //   training outputs (refused), Clip-11 min/max inputs, Dropout-12
+  //   training_mode input, Gelu-20, LayerNormalization-17, Pad-11 pads input
+  //   and Pad-18 axes input, Pad-19 wrap mode (refused), ReduceMean-18 axes
+  //   input, Reshape-14 allowzero, Resize-11/13/18/19 (roi, antialias,
+  //   keep_aspect_ratio_policy, axes, half_pixel_symmetric), Shape-15
+  //   start/end, Softmax-13 axis, Split-13 split input and Split-18
+  //   num_outputs, Squeeze/Unsqueeze-13 axes input.
+  static const std::unordered_map<std::string, std::vector<int>>& reviewed_op_versions() {
+    static const std::unordered_map<std::string, std::vector<int>> kVersions = {
+        {"Abs", {6, 13}},
+        {"Add", {7, 13, 14}},
+        {"AveragePool", {11, 19, 22}},
+        {"BatchNormalization", {9, 14, 15}},
+        {"Cast", {9, 13, 19, 21, 23, 24, 25}},
+        {"Clip", {11, 12, 13}},
+        {"Concat", {11, 13}},
+        {"Constant", {11, 12, 13, 19, 21, 23, 24, 25}},
+        {"ConstantOfShape", {9, 20, 21, 23, 24, 25}},
+        {"Conv", {11, 22}},
+        {"Div", {7, 13, 14}},
+        {"Dropout", {10, 12, 13, 22}},
+        {"Equal", {11, 13, 19}},
+        {"Erf", {9, 13}},
+        {"Exp", {6, 13}},
+        {"Expand", {8, 13}},
+        {"Flatten", {11, 13, 21, 23, 24, 25}},
+        {"Gather", {11, 13}},
+        {"Gelu", {20}},
+        {"Gemm", {11, 13}},
+        {"GlobalAveragePool", {1, 22}},
+        {"HardSigmoid", {6, 22}},
+        {"HardSwish", {14, 22}},
+        {"Identity", {1, 13, 14, 16, 19, 21, 23, 24, 25}},
+        {"LayerNormalization", {17}},
+        {"LeakyRelu", {6, 16}},
+        {"Log", {6, 13}},
+        {"MatMul", {9, 13}},
+        {"Max", {8, 12, 13}},
+        {"MaxPool", {11, 12, 22}},
+        {"Min", {8, 12, 13}},
+        {"Mul", {7, 13, 14}},
+        {"Neg", {6, 13}},
+        {"Pad", {11, 13, 18, 19, 21, 23, 24, 25}},
+        {"Pow", {7, 12, 13, 15}},
+        {"Range", {11}},
+        {"Reciprocal", {6, 13}},
+        {"ReduceMean", {11, 13, 18}},
+        {"Relu", {6, 13, 14}},
+        {"Reshape", {5, 13, 14, 19, 21, 23, 24, 25}},
+        {"Resize", {11, 13, 18, 19}},
+        {"Shape", {1, 13, 15, 19, 21, 23, 24, 25}},
+        {"Sigmoid", {6, 13}},
+        {"Slice", {11, 13}},
+        {"Softmax", {11, 13}},
+        {"Softplus", {1, 22}},
+        {"Split", {11, 13, 18}},
+        {"Sqrt", {6, 13}},
+        {"Squeeze", {11, 13, 21, 23, 24, 25}},
+        {"Sub", {7, 13, 14}},
+        {"Tanh", {6, 13}},
+        {"Transpose", {1, 13, 21, 23, 24, 25}},
+        {"Unsqueeze", {11, 13, 21, 23, 24, 25}},
+        {"Where", {9, 16}},
+    };
+    return kVersions;
+  }
+  // END reviewed op versions
+
   static bool is_supported_op(const std::string& op) {
-    static const std::unordered_set<std::string> kOps = {"Conv",
-                                                         "Gemm",
-                                                         "MatMul",
-                                                         "Relu",
-                                                         "Clip",
-                                                         "Sigmoid",
-                                                         "Add",
-                                                         "Mul",
-                                                         "MaxPool",
-                                                         "AveragePool",
-                                                         "GlobalAveragePool",
-                                                         "Flatten",
-                                                         "Reshape",
-                                                         "Concat",
-                                                         "Softmax",
-                                                         "BatchNormalization",
-                                                         "Constant",
-                                                         "Identity",
-                                                         "Dropout",
-                                                         "Transpose",
-                                                         "Gather",
-                                                         "Sub",
-                                                         "Div",
-                                                         "Pow",
-                                                         "Sqrt",
-                                                         "Erf",
-                                                         "Tanh",
-                                                         "Where",
-                                                         "Expand",
-                                                         "ReduceMean",
-                                                         "LayerNormalization",
-                                                         "Slice",
-                                                         "Gelu",
-                                                         "Unsqueeze",
-                                                         "Squeeze",
-                                                         "Cast",
-                                                         "Shape",
-                                                         "ConstantOfShape",
-                                                         "Range",
-                                                         "Equal"};
-    return kOps.count(op) != 0;
+    return reviewed_op_versions().count(op) != 0;
+  }
+
+  // The since-version of `op`'s schema in force at this opset, when it was
+  // reviewed. libonnx knows the schemas up to its own newest opset: there it
+  // must agree with the table, so a version the table misses is refused
+  // rather than imported with older semantics.
+  void check_op_version(const onnx::NodeProto& node, const std::string& name) const {
+    const std::vector<int>& versions = reviewed_op_versions().at(node.op_type());
+    int in_force = 0;
+    for (int v : versions)
+      if (v <= opset_) in_force = std::max(in_force, v);
+    // Past libonnx's newest opset its registry answers with older schemas:
+    // there the table (checked against the onnx wheel by a test) is the word.
+    const auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+    const auto range = ranges.find(onnx::ONNX_DOMAIN);
+    const bool libonnx_knows = range != ranges.end() && opset_ <= range->second.second;
+    const auto* schema =
+        libonnx_knows ? onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "")
+                      : nullptr;
+    if (in_force == 0)
+      fail_node(node, name,
+                node.op_type() + " is not defined at opset " + std::to_string(opset_) +
+                    " (it appeared in opset " + std::to_string(versions.front()) + ")");
+    const int known = schema ? schema->since_version() : in_force;
+    if (known != in_force) {
+      std::string reviewed;
+      for (int v : versions)
+        reviewed.append(reviewed.empty() ? "" : ", ").append(std::to_string(v));
+      fail_node(node, name,
+                "version " + std::to_string(std::max(in_force, known)) + " of " + node.op_type() +
+                    " has not been reviewed for Tessera (reviewed versions: " + reviewed + ")");
+    }
   }
 
   // Before anything else so that an unsupported op is what the user hears
@@ -193,6 +260,7 @@ class Importer {
         fail("node " + in_quotes(node_names_[i]) + " (op " + in_quotes(op) + ", opset " +
              std::to_string(opset_) + ") is not supported by Tessera");
       }
+      check_op_version(n, node_names_[i]);
     }
   }
 
@@ -280,14 +348,17 @@ class Importer {
       Shape shape;
       for (int i = 0; i < tt.shape().dim_size(); ++i) {
         const auto& d = tt.shape().dim(i);
-        if (d.has_dim_value() && d.dim_value() >= 0) {
+        if (d.has_dim_value() && d.dim_value() > 0) {
           shape.push_back(d.dim_value());
         } else if (d.has_dim_param() && !d.dim_param().empty()) {
           fail(what + " has symbolic dimension " + in_quotes(d.dim_param()) + " at axis " +
-               std::to_string(i) + "; Tessera needs static shapes");
+               std::to_string(i) + "; Tessera needs static shapes: give it a value with --shape " +
+               d.dim_param() + "=N, --shape " + in.name() + "=DIMS" +
+               (i == 0 ? " or --batch N" : ""));
         } else {
           fail(what + " has an unknown dimension at axis " + std::to_string(i) +
-               "; Tessera needs static shapes");
+               "; Tessera needs static shapes: give it a value with --shape " + in.name() +
+               "=DIMS" + (i == 0 ? " or --batch N" : ""));
         }
       }
       const int32_t t = add_tensor(in.name(), shape);
@@ -567,6 +638,8 @@ class Importer {
     if (op == "Equal") return import_equal(node, name);
     if (op == "Cast") return import_cast(node, name);
     if (op == "Unsqueeze" || op == "Squeeze") return import_squeeze(node, name);
+    if (op == "Split") return import_split(node, name);
+    if (op == "Max" || op == "Min") return import_max_min(node, name);
 
     graph::Operator o;
     // Where reads its condition through a float 0/1 copy (emit_node).
@@ -629,7 +702,11 @@ class Importer {
           o.attrs.dilations = spatial_attr(node, name, "dilations", {1, 1});
         } else {
           o.attrs.count_include_pad = attr_int(node, name, "count_include_pad", 0) != 0;
-          o.attrs.dilations = {1, 1};  // AveragePool has no dilations before opset 19
+          // AveragePool-19 added dilations; the reference kernel follows ONNX
+          // Runtime's window clipping, which it implements without them.
+          o.attrs.dilations = spatial_attr(node, name, "dilations", {1, 1});
+          if (o.attrs.dilations != std::vector<int64_t>{1, 1})
+            fail_node(node, name, "attribute 'dilations' other than 1 is not supported");
         }
         if (!find_attr(node, "kernel_shape"))
           fail_node(node, name, "attribute 'kernel_shape' is missing");
@@ -797,6 +874,36 @@ class Importer {
       }
       case OpType::Slice:
         resolve_slice(node, name, o.attrs);
+        data_inputs = {0};
+        break;
+      case OpType::LeakyRelu:
+        o.attrs.alpha = attr_float(node, name, "alpha", 0.01f);
+        data_inputs = {0};
+        break;
+      case OpType::HardSigmoid:
+        o.attrs.alpha = attr_float(node, name, "alpha", 0.2f);
+        o.attrs.beta = attr_float(node, name, "beta", 0.5f);
+        data_inputs = {0};
+        break;
+      case OpType::HardSwish:
+      case OpType::Neg:
+      case OpType::Exp:
+      case OpType::Log:
+      case OpType::Reciprocal:
+      case OpType::Abs:
+      case OpType::Softplus:
+        data_inputs = {0};
+        break;
+      case OpType::Max:  // import_max_min: two operands
+      case OpType::Min:
+        data_inputs = {0, 1};
+        break;
+      case OpType::Pad:
+        resolve_pad(node, name, o.attrs);
+        data_inputs = {0};
+        break;
+      case OpType::Resize:
+        resolve_resize(node, name, o.attrs);
         data_inputs = {0};
         break;
     }
@@ -1158,6 +1265,240 @@ class Importer {
     }
   }
 
+  // Split becomes one Slice per used output (Split-11 `split` attribute,
+  // Split-13 `split` input, Split-18 `num_outputs`).
+  void import_split(const onnx::NodeProto& node, const std::string& name) {
+    const Shape& x = shape_of(input(node, name, 0));
+    const auto rank = static_cast<int64_t>(x.size());
+    const auto axis =
+        static_cast<size_t>(normalise_axis(node, name, attr_int(node, name, "axis", 0), rank));
+    const int64_t dim = x[axis];
+    const auto outputs = static_cast<int64_t>(node.output_size());
+    std::vector<int64_t> sizes;
+    if (opset_ >= 13) {
+      if (has_input(node, 1)) sizes = int_values(node, name, 1, "split");
+    } else {
+      sizes = attr_ints(node, name, "split", {});
+    }
+    if (sizes.empty()) {
+      if (opset_ >= 18 && find_attr(node, "num_outputs")) {
+        // Split-18: equal chunks of ceil(dim / n), the last one smaller.
+        const int64_t n = attr_int(node, name, "num_outputs", 0);
+        if (n < 1 || n != outputs)
+          fail_node(node, name,
+                    "num_outputs = " + std::to_string(n) + " but the node has " +
+                        std::to_string(outputs) + " outputs");
+        const int64_t chunk = (dim + n - 1) / n;
+        for (int64_t i = 0; i < n; ++i) sizes.push_back(std::min(chunk, dim - i * chunk));
+      } else {
+        if (outputs < 1 || dim % outputs != 0)
+          fail_node(node, name,
+                    "cannot split a dim of " + std::to_string(dim) + " into " +
+                        std::to_string(outputs) + " equal parts");
+        sizes.assign(static_cast<size_t>(outputs), dim / outputs);
+      }
+    }
+    if (static_cast<int64_t>(sizes.size()) != outputs)
+      fail_node(node, name,
+                "has " + std::to_string(sizes.size()) + " split sizes for " +
+                    std::to_string(outputs) + " outputs");
+    int64_t total = 0;
+    for (int64_t v : sizes) {
+      if (v <= 0)
+        fail_node(node, name,
+                  "split size " + std::to_string(v) +
+                      " gives an empty output; Tessera does not support empty tensors");
+      total += v;
+    }
+    if (total != dim)
+      fail_node(node, name,
+                "split sizes add up to " + std::to_string(total) + ", not the dim " +
+                    std::to_string(dim));
+    int64_t offset = 0;
+    for (int i = 0; i < node.output_size(); ++i) {
+      const int64_t size = sizes[static_cast<size_t>(i)];
+      const std::string& out = node.output(i);
+      if (!out.empty() && used_names_.count(out)) {
+        graph::Operator o;
+        o.name = node.output_size() == 1 ? name : name + "." + std::to_string(i);
+        o.type = OpType::Slice;
+        o.attrs.starts.assign(x.size(), 0);
+        o.attrs.steps.assign(x.size(), 1);
+        o.attrs.new_shape = x;
+        o.attrs.starts[axis] = offset;
+        o.attrs.new_shape[axis] = size;
+        onnx::NodeProto part;
+        part.set_op_type(node.op_type());
+        part.set_name(node.name());
+        part.add_input(node.input(0));
+        part.add_output(out);
+        emit(part, name, std::move(o), {0});
+      }
+      offset += size;
+    }
+  }
+
+  // Max and Min take any number of operands: chained pairwise (the first
+  // alone is the value itself).
+  void import_max_min(const onnx::NodeProto& node, const std::string& name) {
+    std::vector<int> present;
+    for (int i = 0; i < node.input_size(); ++i)
+      if (has_input(node, i)) present.push_back(i);
+    if (present.empty()) fail_node(node, name, "has no inputs");
+    if (present.size() == 1) {
+      values_[node.output(0)] = input(node, name, present[0]);
+      return;
+    }
+    std::string acc = node.input(present[0]);
+    for (size_t k = 1; k < present.size(); ++k) {
+      const bool last = k + 1 == present.size();
+      onnx::NodeProto step;
+      step.set_op_type(node.op_type());
+      step.set_name(node.name());
+      step.add_input(acc);
+      step.add_input(node.input(present[k]));
+      step.add_output(last ? node.output(0) : unused_name(node.output(0) + ".partial"));
+      graph::Operator o;
+      o.name = last && present.size() == 2 ? name : name + "." + std::to_string(k);
+      o.type = *graph::op_type_from_name(node.op_type());
+      acc = step.output(0);
+      emit(step, name, std::move(o), {0, 1});
+    }
+  }
+
+  // Pad-11+: pads (and Pad-18 axes) as constant inputs, constant_value an
+  // optional scalar input; mode constant, reflect or edge.
+  void resolve_pad(const onnx::NodeProto& node, const std::string& name,
+                   graph::OpAttributes& a) const {
+    const Shape& x = shape_of(input(node, name, 0));
+    const auto rank = static_cast<int64_t>(x.size());
+    const std::string mode = attr_string(node, name, "mode", "constant");
+    if (mode == "constant")
+      a.pad_mode = graph::PadMode::Constant;
+    else if (mode == "reflect")
+      a.pad_mode = graph::PadMode::Reflect;
+    else if (mode == "edge")
+      a.pad_mode = graph::PadMode::Edge;
+    else
+      fail_node(node, name,
+                "mode " + in_quotes(mode) + " is not supported ('constant', 'reflect' or 'edge')");
+    const std::vector<int64_t> pads = int_values(node, name, 1, "pads");
+    std::vector<int64_t> axes;
+    if (has_input(node, 3)) {
+      axes = int_values(node, name, 3, "axes");
+    } else {
+      for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+    }
+    if (pads.size() != 2 * axes.size())
+      fail_node(node, name,
+                "pads has " + std::to_string(pads.size()) + " entries for " +
+                    std::to_string(axes.size()) + " axes (needs 2 per axis)");
+    a.pads.assign(2 * x.size(), 0);
+    std::vector<bool> seen(x.size(), false);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const auto d = static_cast<size_t>(normalise_axis(node, name, axes[k], rank));
+      if (seen[d]) fail_node(node, name, "the axes list axis " + std::to_string(d) + " twice");
+      seen[d] = true;
+      a.pads[d] = pads[k];
+      a.pads[d + x.size()] = pads[k + axes.size()];
+    }
+    if (has_input(node, 2)) a.pad_value = scalar_constant(node, name, 2, "constant_value");
+    for (size_t d = 0; d < x.size(); ++d)
+      if (x[d] + a.pads[d] + a.pads[d + x.size()] < 1)
+        fail_node(node, name,
+                  "pads leave dim " + std::to_string(d) +
+                      " empty; Tessera does not support empty tensors");
+  }
+
+  // Resize with constant scales or sizes: nearest (every nearest_mode) or
+  // linear, every coordinate_transformation_mode but tf_crop_and_resize.
+  void resolve_resize(const onnx::NodeProto& node, const std::string& name,
+                      graph::OpAttributes& a) const {
+    const Shape& x = shape_of(input(node, name, 0));
+    const auto rank = static_cast<int64_t>(x.size());
+    const std::string mode = attr_string(node, name, "mode", "nearest");
+    if (mode == "nearest")
+      a.resize_mode = graph::ResizeMode::Nearest;
+    else if (mode == "linear")
+      a.resize_mode = graph::ResizeMode::Linear;
+    else
+      fail_node(node, name,
+                "mode " + in_quotes(mode) + " is not supported ('nearest' or 'linear')");
+    const std::string coordinates =
+        attr_string(node, name, "coordinate_transformation_mode", "half_pixel");
+    static const std::unordered_map<std::string, graph::CoordinateMode> kCoordinateModes = {
+        {"half_pixel", graph::CoordinateMode::HalfPixel},
+        {"half_pixel_symmetric", graph::CoordinateMode::HalfPixelSymmetric},
+        {"pytorch_half_pixel", graph::CoordinateMode::PytorchHalfPixel},
+        {"align_corners", graph::CoordinateMode::AlignCorners},
+        {"asymmetric", graph::CoordinateMode::Asymmetric}};
+    const auto cm = kCoordinateModes.find(coordinates);
+    if (cm == kCoordinateModes.end())
+      fail_node(node, name,
+                "coordinate_transformation_mode " + in_quotes(coordinates) + " is not supported");
+    a.coordinate_mode = cm->second;
+    const std::string nearest = attr_string(node, name, "nearest_mode", "round_prefer_floor");
+    static const std::unordered_map<std::string, graph::NearestMode> kNearestModes = {
+        {"round_prefer_floor", graph::NearestMode::RoundPreferFloor},
+        {"round_prefer_ceil", graph::NearestMode::RoundPreferCeil},
+        {"floor", graph::NearestMode::Floor},
+        {"ceil", graph::NearestMode::Ceil}};
+    const auto nm = kNearestModes.find(nearest);
+    if (nm == kNearestModes.end())
+      fail_node(node, name, "nearest_mode " + in_quotes(nearest) + " is not supported");
+    a.nearest_mode = nm->second;
+    if (attr_int(node, name, "antialias", 0) != 0 && a.resize_mode != graph::ResizeMode::Nearest)
+      fail_node(node, name, "attribute antialias = 1 is not supported");
+    const std::string policy = attr_string(node, name, "keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch")
+      fail_node(
+          node, name,
+          "keep_aspect_ratio_policy " + in_quotes(policy) + " is not supported (only 'stretch')");
+    std::vector<int64_t> axes = attr_ints(node, name, "axes", {});
+    if (axes.empty())
+      for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+    for (int64_t& d : axes) d = normalise_axis(node, name, d, rank);
+    // Scales (input 2) or sizes (input 3), one per axis; an empty tensor
+    // stands for an absent input.
+    std::vector<float> scales;
+    std::vector<int64_t> sizes;
+    if (has_input(node, 2)) {
+      const Value& v = input(node, name, 2);
+      if (!v.constant || v.constant->dtype != DType::Float32)
+        fail_node(node, name,
+                  "the scales (input " + in_quotes(node.input(2)) +
+                      ") must be a float32 constant (an initializer or Constant node)");
+      scales = v.constant->floats;
+    }
+    if (has_input(node, 3)) sizes = int_values(node, name, 3, "the sizes");
+    if (scales.empty() == sizes.empty())
+      fail_node(node, name, "needs exactly one of scales and sizes");
+    const size_t given = scales.empty() ? sizes.size() : scales.size();
+    if (given != axes.size())
+      fail_node(node, name,
+                "has " + std::to_string(given) + " scales or sizes for " +
+                    std::to_string(axes.size()) + " axes");
+    a.new_shape = x;
+    a.scales.assign(x.size(), 1.0f);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const auto d = static_cast<size_t>(axes[k]);
+      if (!scales.empty()) {
+        if (!(scales[k] > 0.0f) || !std::isfinite(scales[k]))
+          fail_node(node, name, "scales must be positive");
+        a.scales[d] = scales[k];
+        // ONNX Runtime's rule, in float: floor(scale * input).
+        a.new_shape[d] = static_cast<int64_t>(scales[k] * static_cast<float>(x[d]));
+      } else {
+        a.new_shape[d] = sizes[k];
+        if (sizes[k] > 0) a.scales[d] = static_cast<float>(sizes[k]) / static_cast<float>(x[d]);
+      }
+      if (a.new_shape[d] < 1)
+        fail_node(node, name,
+                  "resizes dim " + std::to_string(d) +
+                      " to nothing; Tessera does not support empty tensors");
+    }
+  }
+
   void alias(const onnx::NodeProto& node, const std::string& name) {
     values_[node.output(0)] = input(node, name, 0);
   }
@@ -1250,6 +1591,9 @@ class Importer {
     // libonnx 1.12 predates ONNX's ceil_mode rule that drops a last window
     // starting in the right padding (graph/op_shape.cpp follows the rule).
     if ((o.type == OpType::MaxPool || o.type == OpType::AveragePool) && o.attrs.ceil_mode) return;
+    // Split is emitted as one Slice per output, each checked by Tessera's own
+    // shape function; ONNX's Split inference needs the whole node.
+    if (node.op_type() == "Split") return;
     // Past the newest opset this libonnx knows, an op may have a newer
     // version it lacks (ReduceMean-18's axes input, Gelu-20): Tessera's own
     // shape function is then the only check.
@@ -1459,17 +1803,95 @@ class Importer {
   std::unordered_set<std::string> used_names_;
 };
 
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string text;
+  for (size_t i = 0; i < dims.size(); ++i) text += (i ? "," : "") + std::to_string(dims[i]);
+  return text;
+}
+
+// Writes the overrides into the model inputs' dims, so that everything after
+// (the importer's shape checks, ONNX's shape inference) sees static shapes.
+// A dim still symbolic afterwards is left for read_inputs to refuse.
+void apply_shape_overrides(onnx::ModelProto& model, const InputShapeOverrides& overrides,
+                           const std::string& origin) {
+  if (overrides.batch < 0)
+    throw Error(origin + ": --batch must be positive, got " + std::to_string(overrides.batch));
+  if (!model.has_graph()) return;
+  auto* g = model.mutable_graph();
+  std::unordered_set<std::string> initializers, symbols, used;
+  for (const auto& t : g->initializer()) initializers.insert(t.name());
+  for (const auto& in : g->input())
+    if (in.type().has_tensor_type() && in.type().tensor_type().has_shape())
+      for (const auto& d : in.type().tensor_type().shape().dim())
+        if (d.has_dim_param() && !d.dim_param().empty()) symbols.insert(d.dim_param());
+  auto is_unknown = [](const onnx::TensorShapeProto_Dimension& d) {
+    return !d.has_dim_value() || d.dim_value() <= 0;
+  };
+  for (auto& in : *g->mutable_input()) {
+    if (initializers.count(in.name()) || !in.type().has_tensor_type()) continue;
+    auto* tt = in.mutable_type()->mutable_tensor_type();
+    const auto whole = overrides.shapes.find(in.name());
+    if (whole != overrides.shapes.end()) {
+      used.insert(in.name());
+      const std::vector<int64_t>& dims = whole->second;
+      for (int64_t v : dims)
+        if (v < 1)
+          throw Error(origin + ": --shape " + in.name() + "=" + dims_text(dims) +
+                      ": dims must be positive");
+      if (tt->has_shape() && tt->shape().dim_size() != static_cast<int>(dims.size()))
+        throw Error(origin + ": --shape " + in.name() + "=" + dims_text(dims) + " has " +
+                    std::to_string(dims.size()) + " dims but input '" + in.name() + "' has rank " +
+                    std::to_string(tt->shape().dim_size()));
+      auto* shape = tt->mutable_shape();
+      if (shape->dim_size() == 0)
+        for (size_t i = 0; i < dims.size(); ++i) shape->add_dim();
+      for (int i = 0; i < shape->dim_size(); ++i) {
+        auto* d = shape->mutable_dim(i);
+        if (!is_unknown(*d) && d->dim_value() != dims[static_cast<size_t>(i)])
+          throw Error(origin + ": --shape " + in.name() + "=" + dims_text(dims) +
+                      " disagrees with the model, whose input '" + in.name() + "' has " +
+                      std::to_string(d->dim_value()) + " at axis " + std::to_string(i));
+        d->set_dim_value(dims[static_cast<size_t>(i)]);
+      }
+      continue;
+    }
+    if (!tt->has_shape()) continue;
+    for (int i = 0; i < tt->shape().dim_size(); ++i) {
+      auto* d = tt->mutable_shape()->mutable_dim(i);
+      if (!is_unknown(*d)) continue;
+      const auto symbol =
+          d->has_dim_param() ? overrides.shapes.find(d->dim_param()) : overrides.shapes.end();
+      if (symbol != overrides.shapes.end()) {
+        used.insert(symbol->first);
+        if (symbol->second.size() != 1 || symbol->second[0] < 1)
+          throw Error(origin + ": --shape " + symbol->first + "=" + dims_text(symbol->second) +
+                      " names the symbolic dim '" + symbol->first +
+                      "', which needs one positive value");
+        d->set_dim_value(symbol->second[0]);
+      } else if (i == 0 && overrides.batch > 0) {
+        d->set_dim_value(overrides.batch);
+      }
+    }
+  }
+  for (const auto& [key, dims] : overrides.shapes)
+    if (!used.count(key))
+      throw Error(origin + ": --shape " + key + "=" + dims_text(dims) +
+                  ": the model has no input " + (symbols.count(key) ? "dim " : "or symbolic dim ") +
+                  "named '" + key + "'");
+}
+
 }  // namespace
 
-graph::Graph import_onnx_bytes(const void* data, size_t size,
-                               const std::string& origin_for_errors) {
+graph::Graph import_onnx_bytes(const void* data, size_t size, const std::string& origin_for_errors,
+                               const InputShapeOverrides& overrides) {
   onnx::ModelProto model;
   if (size > static_cast<size_t>(INT_MAX) || !model.ParseFromArray(data, static_cast<int>(size)))
     throw Error(origin_for_errors + ": not a valid ONNX model (protobuf parse failed)");
+  apply_shape_overrides(model, overrides, origin_for_errors);
   return Importer(origin_for_errors).run(model);
 }
 
-graph::Graph import_onnx_file(const std::string& path) {
+graph::Graph import_onnx_file(const std::string& path, const InputShapeOverrides& overrides) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error(path + ": cannot read the file (it is a directory)");
@@ -1482,7 +1904,7 @@ graph::Graph import_onnx_file(const std::string& path) {
     throw Error(path + ": cannot read the file (" + one_line(e.what()) + ")");
   }
   if (in.bad()) throw Error(path + ": cannot read the file");
-  return import_onnx_bytes(bytes.data(), bytes.size(), path);
+  return import_onnx_bytes(bytes.data(), bytes.size(), path, overrides);
 }
 
 }  // namespace tessera::serialization

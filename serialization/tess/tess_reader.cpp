@@ -93,7 +93,21 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::Expand:
     case OpType::ReduceMean:
     case OpType::Slice:
+    case OpType::LeakyRelu:
+    case OpType::HardSigmoid:
+    case OpType::HardSwish:
+    case OpType::Neg:
+    case OpType::Exp:
+    case OpType::Log:
+    case OpType::Reciprocal:
+    case OpType::Abs:
+    case OpType::Softplus:
+    case OpType::Pad:
+    case OpType::Resize:
       return {1, 1};
+    case OpType::Max:
+    case OpType::Min:
+      return {2, 2};
     case OpType::Gather:
       return {1, 2};
     case OpType::Where:
@@ -445,6 +459,13 @@ class TessLoader {
     a.keepdims = fa->keepdims();
     a.gelu_tanh = fa->gelu_tanh();
     a.fused_residual = fa->fused_residual();
+    // Enum values past the last known one are caught by graph::infer_output_shape.
+    a.pad_mode = static_cast<graph::PadMode>(fa->pad_mode());
+    a.pad_value = fa->pad_value();
+    a.resize_mode = static_cast<graph::ResizeMode>(fa->resize_mode());
+    a.coordinate_mode = static_cast<graph::CoordinateMode>(fa->coordinate_mode());
+    a.nearest_mode = static_cast<graph::NearestMode>(fa->nearest_mode());
+    if (fa->scales()) a.scales.assign(fa->scales()->begin(), fa->scales()->end());
   }
 
   void read_model_io() {

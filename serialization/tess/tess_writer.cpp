@@ -43,11 +43,14 @@ flatbuffers::Offset<fb::OpAttributes> write_attributes(flatbuffers::FlatBufferBu
   auto starts = fbb.CreateVector(a.starts);
   auto steps = fbb.CreateVector(a.steps);
   auto axes = fbb.CreateVector(a.axes);
+  auto scales = fbb.CreateVector(a.scales);
   return fb::CreateOpAttributes(
       fbb, kernel_shape, strides, pads, dilations, a.group, a.axis, a.alpha, a.beta, a.trans_a,
       a.trans_b, a.clip_min, a.clip_max, a.count_include_pad, a.ceil_mode, a.softmax_coerce_2d,
       a.epsilon, new_shape, static_cast<uint8_t>(a.activation), perm, indices, indices_shape,
-      starts, steps, axes, a.keepdims, a.gelu_tanh, a.fused_residual);
+      starts, steps, axes, a.keepdims, a.gelu_tanh, a.fused_residual,
+      static_cast<uint8_t>(a.pad_mode), a.pad_value, static_cast<uint8_t>(a.resize_mode),
+      static_cast<uint8_t>(a.coordinate_mode), static_cast<uint8_t>(a.nearest_mode), scales);
 }
 
 }  // namespace

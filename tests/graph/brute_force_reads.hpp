@@ -9,6 +9,7 @@
 #include "graph/operator.hpp"
 #include "graph/region.hpp"
 #include "graph/shape.hpp"
+#include "graph/source_index.hpp"
 
 namespace tessera::graph::test {
 
@@ -235,6 +236,68 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
       Coord c(o.size());
       for (size_t d = 0; d < o.size(); ++d) c[d] = a.starts[d] + o[d] * a.steps[d];
       read(0, c);
+      break;
+    }
+    case OpType::LeakyRelu:
+    case OpType::HardSigmoid:
+    case OpType::HardSwish:
+    case OpType::Neg:
+    case OpType::Exp:
+    case OpType::Log:
+    case OpType::Reciprocal:
+    case OpType::Abs:
+    case OpType::Softplus:
+      read(0, o);
+      break;
+    case OpType::Max:
+    case OpType::Min:
+      read(0, broadcast_coord(o, in[0]));
+      read(1, broadcast_coord(o, in[1]));
+      break;
+    case OpType::Pad: {
+      // Straight from the definitions: constant padding reads nothing,
+      // edge clamps, reflect mirrors about the first and last element.
+      const size_t rank = o.size();
+      Coord c(rank);
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t n = in[0][d];
+        int64_t i = o[d] - a.pads[d];
+        if (i < 0 || i >= n) {
+          if (a.pad_mode == PadMode::Constant) return;
+          if (a.pad_mode == PadMode::Edge) {
+            i = i < 0 ? 0 : n - 1;
+          } else {
+            while (i < 0 || i >= n) {
+              if (n == 1)
+                i = 0;
+              else if (i < 0)
+                i = -i;
+              else
+                i = 2 * (n - 1) - i;
+            }
+          }
+        }
+        c[d] = i;
+      }
+      read(0, c);
+      break;
+    }
+    case OpType::Resize: {
+      // Every corner of the interpolation (one for nearest): the taps'
+      // product, each dim's taps from its coordinate map.
+      const size_t rank = o.size();
+      std::vector<std::vector<int64_t>> taps(rank);
+      for (size_t d = 0; d < rank; ++d) {
+        const ResizeTaps t = resize_taps(a, d, o[d], in[0][d], a.new_shape[d]);
+        taps[d].push_back(t.lo);
+        if (t.hi_weight != 0.0f) taps[d].push_back(t.hi);
+      }
+      Region r{Coord(rank), Coord(rank)};
+      for (size_t d = 0; d < rank; ++d) {
+        r.begin[d] = *std::min_element(taps[d].begin(), taps[d].end());
+        r.end[d] = *std::max_element(taps[d].begin(), taps[d].end()) + 1;
+      }
+      for_each_coord(r, [&](const Coord& c) { read(0, c); });
       break;
     }
   }

@@ -228,6 +228,54 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
         }
         break;
       }
+      case OpType::LeakyRelu:
+      case OpType::HardSigmoid:
+      case OpType::HardSwish:
+      case OpType::Neg:
+      case OpType::Exp:
+      case OpType::Log:
+      case OpType::Reciprocal:
+      case OpType::Abs:
+      case OpType::Softplus:
+        c.in = {random_shape(rng, 1, 4, 5)};
+        break;
+      case OpType::Max:
+      case OpType::Min: {
+        Shape base = random_shape(rng, 1, 4, 5);
+        for (int i = 0; i < 2; ++i) {
+          Shape s;
+          size_t drop = static_cast<size_t>(rnd(rng, 0, static_cast<int64_t>(base.size()) - 1));
+          for (size_t d = drop; d < base.size(); ++d) s.push_back(rnd(rng, 0, 2) ? base[d] : 1);
+          c.in.push_back(s);
+        }
+        break;
+      }
+      case OpType::Pad: {
+        // Pads wider than the dim (reflect repeats), negative ones (crops).
+        c.in = {random_shape(rng, 1, 4, 5)};
+        a.pad_mode = static_cast<PadMode>(rnd(rng, 0, 2));
+        a.pads.resize(2 * c.in[0].size());
+        for (auto& p : a.pads) p = rnd(rng, -2, 6);
+        break;
+      }
+      case OpType::Resize: {
+        c.in = {random_shape(rng, 1, 4, 6)};
+        a.resize_mode = static_cast<ResizeMode>(rnd(rng, 0, 1));
+        a.coordinate_mode = static_cast<CoordinateMode>(rnd(rng, 0, 4));
+        a.nearest_mode = static_cast<NearestMode>(rnd(rng, 0, 3));
+        for (int64_t dim : c.in[0]) {
+          if (rnd(rng, 0, 1)) {  // from sizes: scale = out / in
+            const int64_t out = rnd(rng, 1, 13);
+            a.new_shape.push_back(out);
+            a.scales.push_back(static_cast<float>(out) / static_cast<float>(dim));
+          } else {  // from scales: out = floor(in * scale)
+            const float scale = static_cast<float>(rnd(rng, 1, 16)) / 4.0f;
+            a.scales.push_back(scale);
+            a.new_shape.push_back(static_cast<int64_t>(scale * static_cast<float>(dim)));
+          }
+        }
+        break;
+      }
     }
     try {
       c.out = infer_output_shape(c.op, c.in);
@@ -268,7 +316,20 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::ReduceMean,
                                             OpType::LayerNormalization,
                                             OpType::Slice,
-                                            OpType::Gelu};
+                                            OpType::Gelu,
+                                            OpType::LeakyRelu,
+                                            OpType::HardSigmoid,
+                                            OpType::HardSwish,
+                                            OpType::Neg,
+                                            OpType::Exp,
+                                            OpType::Log,
+                                            OpType::Reciprocal,
+                                            OpType::Abs,
+                                            OpType::Softplus,
+                                            OpType::Max,
+                                            OpType::Min,
+                                            OpType::Pad,
+                                            OpType::Resize};
   return types;
 }
 

@@ -250,6 +250,36 @@ TEST_CASE("Transformer ops: output shapes by hand and invalid attributes named")
   expect_error(d, {{3}, {4}}, "cannot be broadcast");
 }
 
+TEST_CASE("Shapes of Pad, Resize, Max/Min and the new activations; their bad attributes") {
+  auto pad = make_op(OpType::Pad, {}, "p1");
+  pad.attrs.pads = {1, -1, 2, 0};  // [3, 4] -> [3 + 1 + 2, 4 - 1 + 0]
+  CHECK(infer_output_shape(pad, {{3, 4}}) == Shape{6, 3});
+  pad.attrs.pads = {1, 2};
+  expect_error(pad, {{3, 4}}, "needs 2 per dim");
+  pad.attrs.pads = {0, -4, 0, 0};
+  expect_error(pad, {{3, 4}}, "output has dimension 0");
+  pad.attrs.pads = {0, 0, 0, 0};
+  pad.attrs.pad_mode = static_cast<PadMode>(7);  // e.g. from a corrupt .tess file
+  expect_error(pad, {{3, 4}}, "pad mode 7 is unknown");
+
+  auto rs = make_op(OpType::Resize, {}, "r1");
+  rs.attrs.new_shape = {1, 2, 10, 3};
+  rs.attrs.scales = {1, 1, 2, 0.5f};
+  CHECK(infer_output_shape(rs, {{1, 2, 5, 6}}) == Shape{1, 2, 10, 3});
+  expect_error(rs, {{2, 5, 6}}, "one entry per input dim");
+  rs.attrs.scales = {1, 1, 2, -0.5f};
+  expect_error(rs, {{1, 2, 5, 6}}, "scales must be positive");
+  rs.attrs.scales = {1, 1, 2, 0.5f};
+  rs.attrs.coordinate_mode = static_cast<CoordinateMode>(9);
+  expect_error(rs, {{1, 2, 5, 6}}, "is unknown");
+
+  auto mx = make_op(OpType::Max, {}, "m1");
+  CHECK(infer_output_shape(mx, {{4, 1}, {5}}) == Shape{4, 5});
+  expect_error(mx, {{3}, {4}}, "cannot be broadcast");
+  auto lr = make_op(OpType::LeakyRelu, {}, "l1");
+  CHECK(infer_output_shape(lr, {{2, 7}}) == Shape{2, 7});
+}
+
 TEST_CASE("Operand element types: float32 everywhere but Gather's int64 indices") {
   auto g = make_op(OpType::Gather, {}, "g2");
   CHECK_NOTHROW(check_operand_dtypes(g, {DType::Float32, DType::Int64}, DType::Float32));

@@ -123,7 +123,18 @@ TEST_CASE("Reference kernels in NHWC: bitwise the NCHW result, any mix of layout
       op.attrs.clip_max = 0.5f;
       check_layouts(op, {random_tensor(x, rng)}, x, rng);
     }
-    for (OpType type : {OpType::Add, OpType::Mul}) {
+    for (OpType type :
+         {OpType::LeakyRelu, OpType::HardSigmoid, OpType::HardSwish, OpType::Neg, OpType::Exp,
+          OpType::Log, OpType::Reciprocal, OpType::Abs, OpType::Softplus}) {
+      graph::Operator op = make_op(type);
+      op.attrs.alpha = 0.2f;
+      op.attrs.beta = 0.4f;
+      Tensor t = random_tensor(x, rng);
+      if (type == OpType::Log)
+        for (float& v : t.data) v = std::fabs(v) + 0.1f;
+      check_layouts(op, {t}, x, rng);
+    }
+    for (OpType type : {OpType::Add, OpType::Mul, OpType::Max, OpType::Min}) {
       graph::Operator op = make_op(type);
       const Shape other = rng.coin() ? x : rng.coin() ? Shape{x[1], 1, 1} : Shape{1, 1, x[2], 1};
       check_layouts(op, {random_tensor(x, rng), random_tensor(other, rng)}, x, rng);

@@ -148,7 +148,18 @@ def run_case(case, tessera: str, work_dir: str) -> tuple[str, str]:
   with open(onnx_path, "wb") as f:
     f.write(model.SerializeToString())
 
-  proc = run([tessera, "compile", onnx_path, "-o", tess_path, "-q"])
+  # Inputs declared with symbolic or unknown dims get the case's own shapes (`--shape`), as a
+  # user compiling for one input size would; every data set of a case has the same shapes.
+  shape_flags = []
+  if case.data_sets:
+    for value, data in zip(model.graph.input, case.data_sets[0][0]):
+      dims = value.type.tensor_type.shape.dim
+      static = value.type.tensor_type.HasField("shape") and all(
+          d.HasField("dim_value") and d.dim_value > 0 for d in dims)
+      shape = np.asarray(data).shape
+      if not static and len(shape) > 0 and all(n > 0 for n in shape):
+        shape_flags += ["--shape", f"{value.name}={','.join(map(str, shape))}"]
+  proc = run([tessera, "compile", onnx_path, "-o", tess_path, "-q"] + shape_flags)
   if proc.returncode != 0:
     message = first_error_line(proc)
     unsupported = UNSUPPORTED_OP.search(message)

@@ -321,8 +321,17 @@ model("unknown_dim", [helper.make_node("Relu", ["x"], ["y"])],
       [vi("x", [None, 3])], [vi("y", None)])
 model("opset9", [helper.make_node("Relu", ["x"], ["y"])],
       [vi("x", [2])], [vi("y", None)], opset=9)
-model("opset22", [helper.make_node("Relu", ["x"], ["y"])],
-      [vi("x", [2])], [vi("y", None)], opset=22)
+model("opset26", [helper.make_node("Relu", ["x"], ["y"])],
+      [vi("x", [2])], [vi("y", None)], opset=26)
+model("opset25", [helper.make_node("Relu", ["x"], ["r"]),
+                  helper.make_node("Transpose", ["r"], ["y"], perm=[1, 0])],
+      [vi("x", [2, 3])], [vi("y", None)], opset=25)
+model("gelu_opset13", [helper.make_node("Gelu", ["x"], ["y"], name="gelu13")],
+      [vi("x", [2])], [vi("y", None)], opset=13)
+model("avgpool_dilated",
+      [helper.make_node("AveragePool", ["x"], ["y"], name="ap_dil", kernel_shape=[2, 2],
+                        dilations=[2, 1])],
+      [vi("x", [1, 1, 5, 5])], [vi("y", None)], opset=19)
 model("int_input", [helper.make_node("Relu", ["x"], ["y"])],
       [vi("x", [2], TensorProto.INT64)], [vi("y", None, TensorProto.INT64)])
 model("output_is_input", [helper.make_node("Relu", ["x"], ["r"])],
@@ -410,3 +419,41 @@ model("cast_activation",
 model("slice_empty",
       [helper.make_node("Slice", ["x", "st", "en"], ["y"], name="sl_empty")],
       [vi("x", [4])], [vi("y", None)], [i64("st", [3]), i64("en", [1])])
+
+# --- detector-head ops ----------------------------------------------------------
+
+# Split: the split attribute (opset 11), the split input (13), num_outputs with a smaller last
+# chunk (18); each becomes a Slice.
+model("split_op11",
+      [helper.make_node("Split", ["x"], ["a", "b"], name="sp", axis=1, split=[1, 3])],
+      [vi("x", [2, 4, 3])], [vi("a", None), vi("b", None)], opset=11)
+model("split_op13",
+      [helper.make_node("Split", ["x", "s"], ["a", "b", "c"], name="sp", axis=-1)],
+      [vi("x", [2, 7])], [vi("a", None), vi("b", None), vi("c", None)],
+      [i64("s", [2, 4, 1])], opset=13)
+model("split_op18",
+      [helper.make_node("Split", ["x"], ["a", "b", "c"], name="sp", axis=0, num_outputs=3)],
+      [vi("x", [7, 2])], [vi("a", None), vi("b", None), vi("c", None)], opset=18)
+model("split_bad",
+      [helper.make_node("Split", ["x"], ["a", "b"], name="sp_bad", axis=0)],
+      [vi("x", [3, 2])], [vi("a", None), vi("b", None)], opset=13)
+
+# Pad with axes (opset 18) and a constant value; Resize from scales and from sizes; Max of three.
+model("pad_resize_max",
+      [helper.make_node("Pad", ["x", "pads", "cv", "axes"], ["p"], name="pad", mode="constant"),
+       helper.make_node("Resize", ["p", "", "scales"], ["r"], name="rs", mode="nearest",
+                        coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+       helper.make_node("Resize", ["x", "", "", "sizes"], ["r2"], name="rs2", mode="linear"),
+       helper.make_node("Max", ["r", "r", "r"], ["y"], name="mx")],
+      [vi("x", [1, 2, 3, 4])], [vi("y", None), vi("r2", None)],
+      [i64("pads", [1, -1, 2, 0]), init("cv", np.array(0.5, np.float32)), i64("axes", [2, 3]),
+       init("scales", np.array([1, 1, 2, 1.5], np.float32)), i64("sizes", [1, 2, 5, 7])],
+      opset=18)
+model("pad_wrap",
+      [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_wrap", mode="wrap")],
+      [vi("x", [3])], [vi("y", None)], [i64("pads", [1, 1])], opset=19)
+
+# Symbolic and unknown input dims, fixed by InputShapeOverrides (tessera compile --batch/--shape).
+model("symbolic_dims",
+      [helper.make_node("Add", ["x", "z"], ["y"], name="add")],
+      [vi("x", ["N", "seq", 4]), vi("z", [None, 1, 4])], [vi("y", None)])

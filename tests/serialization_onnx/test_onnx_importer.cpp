@@ -419,14 +419,21 @@ TEST_CASE("Unsupported ops are named with node, op and opset") {
             ": node 'Softsign_0' (op 'Softsign', opset 12) is not supported by Tessera");
 }
 
-TEST_CASE("Static shapes, float32 activations and opsets 11..21 are required") {
+TEST_CASE("Static shapes, float32 activations and opsets 11..25 are required") {
   CHECK(import_error("symbolic_dim") ==
         path_of("symbolic_dim") +
-            ": input 'x' has symbolic dimension 'batch' at axis 0; Tessera needs static shapes");
+            ": input 'x' has symbolic dimension 'batch' at axis 0; Tessera needs static shapes: "
+            "give it a value with --shape batch=N, --shape x=DIMS or --batch N");
   CHECK(contains(import_error("unknown_dim"), "input 'x' has an unknown dimension at axis 0"));
   CHECK(import_error("opset9") ==
-        path_of("opset9") + ": opset 9 is not supported (Tessera supports 11 to 21)");
-  CHECK(contains(import_error("opset22"), "opset 22 is not supported (Tessera supports 11 to 21)"));
+        path_of("opset9") + ": opset 9 is not supported (Tessera supports 11 to 25)");
+  CHECK(contains(import_error("opset26"), "opset 26 is not supported (Tessera supports 11 to 25)"));
+  CHECK(import_error("opset25").empty());
+  CHECK(contains(import_error("gelu_opset13"),
+                 "node 'gelu13' (op 'Gelu', opset 13): Gelu is not defined at opset 13"));
+  CHECK(contains(import_error("avgpool_dilated"),
+                 "node 'ap_dil' (op 'AveragePool', opset 19): attribute 'dilations' other than 1 "
+                 "is not supported"));
   CHECK(contains(import_error("int_input"),
                  "reads the int64 input 'x' as data; Tessera uses int64 inputs only as Gather "
                  "indices"));
@@ -569,4 +576,98 @@ TEST_CASE("Transformer-op refusals name the node and say why") {
                  "to INT64"));
   CHECK(contains(import_error("slice_empty"),
                  "node 'sl_empty' (op 'Slice', opset 13): selects no elements along axis 0"));
+}
+
+TEST_CASE("Split becomes one Slice per output: attribute, input and num_outputs forms") {
+  const Graph g11 = load("split_op11");
+  REQUIRE(g11.ops.size() == 2);
+  CHECK(g11.ops[0].type == OpType::Slice);
+  CHECK(g11.ops[0].attrs.starts == std::vector<int64_t>{0, 0, 0});
+  CHECK(g11.ops[0].attrs.new_shape == Shape{2, 1, 3});
+  CHECK(g11.ops[1].attrs.starts == std::vector<int64_t>{0, 1, 0});
+  CHECK(g11.ops[1].attrs.new_shape == Shape{2, 3, 3});
+  const Graph g13 = load("split_op13");
+  REQUIRE(g13.ops.size() == 3);
+  CHECK(g13.ops[2].attrs.starts == std::vector<int64_t>{0, 6});
+  CHECK(g13.tensors[g13.outputs[1]].shape == Shape{2, 4});
+  const Graph g18 = load("split_op18");  // ceil(7 / 3) = 3: chunks 3, 3, 1
+  REQUIRE(g18.ops.size() == 3);
+  CHECK(g18.tensors[g18.outputs[0]].shape == Shape{3, 2});
+  CHECK(g18.tensors[g18.outputs[2]].shape == Shape{1, 2});
+  CHECK(g18.ops[2].attrs.starts == std::vector<int64_t>{6, 0});
+  CHECK(contains(import_error("split_bad"),
+                 "node 'sp_bad' (op 'Split', opset 13): cannot split a dim of 3 into 2 equal "
+                 "parts"));
+}
+
+TEST_CASE("Pad with axes and a constant value, Resize from scales or sizes, Max of three") {
+  const Graph g = load("pad_resize_max");
+  const Operator& pad = op_named(g, "pad");
+  CHECK(pad.type == OpType::Pad);
+  CHECK(pad.attrs.pads == std::vector<int64_t>{0, 0, 1, -1, 0, 0, 2, 0});
+  CHECK(pad.attrs.pad_value == 0.5f);
+  CHECK(out_shape(g, pad) == Shape{1, 2, 6, 3});
+  const Operator& rs = op_named(g, "rs");
+  CHECK(rs.attrs.resize_mode == tessera::graph::ResizeMode::Nearest);
+  CHECK(rs.attrs.coordinate_mode == tessera::graph::CoordinateMode::Asymmetric);
+  CHECK(rs.attrs.nearest_mode == tessera::graph::NearestMode::Floor);
+  CHECK(rs.attrs.scales == std::vector<float>{1, 1, 2, 1.5f});
+  CHECK(out_shape(g, rs) == Shape{1, 2, 12, 4});
+  const Operator& rs2 = op_named(g, "rs2");
+  CHECK(rs2.attrs.resize_mode == tessera::graph::ResizeMode::Linear);
+  CHECK(out_shape(g, rs2) == Shape{1, 2, 5, 7});
+  CHECK(rs2.attrs.scales[3] == doctest::Approx(7.0 / 4.0));
+  // Max(r, r, r): two chained binary Max ops.
+  int maxes = 0;
+  for (const auto& op : g.ops) maxes += op.type == OpType::Max;
+  CHECK(maxes == 2);
+  CHECK(contains(import_error("pad_wrap"),
+                 "node 'pad_wrap' (op 'Pad', opset 19): mode 'wrap' is not supported"));
+}
+
+TEST_CASE("Symbolic and unknown input dims: fixed by --batch / --shape, else refused") {
+  using tessera::serialization::InputShapeOverrides;
+  auto error_with = [](const InputShapeOverrides& o) -> std::string {
+    try {
+      import_onnx_file(path_of("symbolic_dims"), o);
+    } catch (const tessera::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // The symbol `seq` and the batch: x is [N, seq, 4], z is [?, 1, 4].
+  InputShapeOverrides o;
+  o.batch = 3;
+  o.shapes["seq"] = {5};
+  const Graph g = import_onnx_file(path_of("symbolic_dims"), o);
+  check_well_formed(g);
+  CHECK(g.tensors[g.inputs[0]].shape == Shape{3, 5, 4});
+  CHECK(g.tensors[g.inputs[1]].shape == Shape{3, 1, 4});
+  // Whole shapes by input name (and a symbol by name wins over --batch).
+  InputShapeOverrides by_name;
+  by_name.shapes["x"] = {2, 7, 4};
+  by_name.shapes["z"] = {2, 1, 4};
+  const Graph h = import_onnx_file(path_of("symbolic_dims"), by_name);
+  CHECK(h.tensors[h.outputs[0]].shape == Shape{2, 7, 4});
+  // Missing values name the input and the dim.
+  InputShapeOverrides no_seq;
+  no_seq.batch = 3;
+  CHECK(contains(error_with(no_seq), "input 'x' has symbolic dimension 'seq' at axis 1"));
+  CHECK(contains(error_with({}), "input 'x' has symbolic dimension 'N' at axis 0"));
+  InputShapeOverrides only_seq;
+  only_seq.shapes["seq"] = {5};
+  only_seq.shapes["N"] = {2};
+  CHECK(contains(error_with(only_seq), "input 'z' has an unknown dimension at axis 0"));
+  // Conflicts and typos are errors, not ignored.
+  InputShapeOverrides conflict;
+  conflict.shapes["x"] = {2, 7, 5};
+  CHECK(
+      contains(error_with(conflict), "disagrees with the model, whose input 'x' has 4 at axis 2"));
+  InputShapeOverrides typo;
+  typo.batch = 1;
+  typo.shapes["sequence"] = {5};
+  CHECK(contains(error_with(typo), "the model has no input or symbolic dim named 'sequence'"));
+  InputShapeOverrides rank;
+  rank.shapes["z"] = {1, 4};
+  CHECK(contains(error_with(rank), "has 2 dims but input 'z' has rank 3"));
 }

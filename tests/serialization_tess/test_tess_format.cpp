@@ -139,6 +139,12 @@ TestModel make_test_model(uint64_t seed) {
   relu.attrs.axes = {0, 2};
   relu.attrs.keepdims = false;
   relu.attrs.gelu_tanh = true;
+  relu.attrs.pad_mode = graph::PadMode::Reflect;
+  relu.attrs.pad_value = -2.5f;
+  relu.attrs.resize_mode = graph::ResizeMode::Linear;
+  relu.attrs.coordinate_mode = graph::CoordinateMode::AlignCorners;
+  relu.attrs.nearest_mode = graph::NearestMode::Ceil;
+  relu.attrs.scales = {1.0f, 2.5f};
   relu.inputs = {3};
   relu.outputs = {4};
   relu.kernel = "xsimd_avx2";
@@ -192,7 +198,11 @@ bool same_attributes(const graph::OpAttributes& a, const graph::OpAttributes& b)
          a.indices == b.indices && a.indices_shape == b.indices_shape && a.starts == b.starts &&
          a.steps == b.steps && a.axes == b.axes && a.keepdims == b.keepdims &&
          a.gelu_tanh == b.gelu_tanh && a.activation == b.activation &&
-         a.fused_residual == b.fused_residual;
+         a.fused_residual == b.fused_residual && a.pad_mode == b.pad_mode &&
+         same_bits(a.pad_value, b.pad_value) && a.resize_mode == b.resize_mode &&
+         a.coordinate_mode == b.coordinate_mode && a.nearest_mode == b.nearest_mode &&
+         a.scales.size() == b.scales.size() &&
+         std::equal(a.scales.begin(), a.scales.end(), b.scales.begin(), same_bits);
 }
 
 void check_same_graph(const TileGraph& a, const TileGraph& b) {

@@ -30,6 +30,13 @@ bool material_operand(const graph::Shape& shape) {
   return hw > 1;
 }
 
+// Operands every kernel of the op reads in their own fixed order, whatever
+// the activations' layout: a Conv's weights [OC, C/group, kH, kW] and bias.
+// They never tie a Uniform kernel's activations to NCHW.
+bool own_order_operand(const graph::Operator& op, size_t input_index) {
+  return op.type == graph::OpType::Conv && (input_index == 1 || input_index == 2);
+}
+
 std::string op_label(const graph::Operator& op) {
   return "'" + op.name + "' (" + std::string(graph::op_type_name(op.type)) + ", " + op.kernel + ")";
 }
@@ -71,7 +78,9 @@ LayoutAssignment assign_layouts(graph::TileGraph& graph, LayoutPolicy policy) {
       case LayoutSupport::Any:
         break;
       case LayoutSupport::Uniform:
-        for (int32_t t : op.inputs) {
+        for (size_t i = 0; i < op.inputs.size(); ++i) {
+          if (own_order_operand(op, i)) continue;
+          const int32_t t = op.inputs[i];
           const graph::CompiledTensor& in = graph.tensors[static_cast<size_t>(t)];
           if (!material_operand(in.shape)) continue;  // same bytes in either order
           if (material[static_cast<size_t>(t)])
@@ -109,7 +118,9 @@ LayoutAssignment assign_layouts(graph::TileGraph& graph, LayoutPolicy policy) {
 std::optional<std::string> layout_contract_violation(const graph::TileGraph& graph,
                                                      const graph::Operator& op,
                                                      const TileKernelVariant& variant) {
-  std::vector<int32_t> operands = op.inputs;
+  std::vector<int32_t> operands;
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (!own_order_operand(op, i)) operands.push_back(op.inputs[i]);
   operands.push_back(op.outputs.at(0));
   bool any_nhwc = false, any_nchw = false;
   for (int32_t t : operands) {

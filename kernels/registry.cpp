@@ -74,11 +74,10 @@ constexpr TileKernelVariant kKernelTable[] = {
     // {type, name, run, prepare, applies, preference, layouts}.
     {OpType::Conv, "cpu.conv_gemm", cpu::conv_gemm, cpu::prepare_conv_gemm, cpu::conv_gemm_applies,
      10, kAnyLayout},
-    // Its NHWC path works (tested in tests/kernels_cpu) but measured slower
-    // on MobileNetV2 than the NCHW one (per-pixel tap loops over few
-    // channels), so the layout pass keeps its tensors NCHW for now.
+    // X, Y and the residual share one layout (the weights are read in their
+    // own: kernels/layout_assignment.cpp).
     {OpType::Conv, "cpu.conv_depthwise", cpu::conv_depthwise, nullptr, cpu::conv_depthwise_applies,
-     11, LayoutSupport::NchwOnly},
+     11, kUniformLayout},
     {OpType::Gemm, "cpu.gemm", cpu::gemm, cpu::prepare_gemm, cpu::gemm_applies, 10},
     {OpType::MatMul, "cpu.matmul", cpu::matmul, cpu::prepare_matmul, cpu::matmul_applies, 10},
     // Memory-bound ops over contiguous spans (kernels/cpu/simple_ops.hpp).

@@ -1,8 +1,8 @@
 // Single-thread convolution tiles: the CPU variants (cpu.conv_gemm,
 // cpu.conv_depthwise) beside the reference kernel on the same tile, in one
-// run, with the speed-up. Weights are prepared (packed) outside the timed
-// loop, as at model load. Each figure is the best of the repetitions, in
-// this thread's CPU time (the machine is shared).
+// run, with the speed-up; depthwise in NCHW and NHWC. Weights are prepared (packed) outside the
+// timed loop, as at model load. Each figure is the best of the repetitions, in this thread's CPU
+// time (the machine is shared).
 //
 //   bench_conv [repetitions]
 #include <algorithm>
@@ -41,6 +41,8 @@ struct ConvBench {
   const char* label;
   int64_t channels, out_channels, size, kernel, group;
   int64_t row_begin, row_end;  // output rows of the tile (all channels, full width)
+  int64_t stride = 1;
+  graph::Layout layout = graph::Layout::NCHW;  // of X and Y
 };
 
 // Best time of `repetitions` runs of the tile, each run repeated until it
@@ -68,7 +70,7 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
   op.name = b.label;
   op.type = graph::OpType::Conv;
   op.attrs.kernel_shape = {b.kernel, b.kernel};
-  op.attrs.strides = {1, 1};
+  op.attrs.strides = {b.stride, b.stride};
   op.attrs.dilations = {1, 1};
   const int64_t pad = b.kernel / 2;
   op.attrs.pads = {pad, pad, pad, pad};
@@ -77,7 +79,8 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
   const graph::Shape x_shape{1, b.channels, b.size, b.size};
   const graph::Shape w_shape{b.out_channels, b.channels / b.group, b.kernel, b.kernel};
   const graph::Shape bias_shape{b.out_channels};
-  const graph::Shape y_shape{1, b.out_channels, b.size, b.size};
+  const int64_t out_size = (b.size - 1) / b.stride + 1;
+  const graph::Shape y_shape{1, b.out_channels, out_size, out_size};
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   auto random = [&](const graph::Shape& s) {
@@ -88,11 +91,11 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
   const std::vector<float> x = random(x_shape), w = random(w_shape), bias = random(bias_shape);
   std::vector<float> y(static_cast<size_t>(graph::shape_numel(y_shape)));
   const kernels::ConstTensorView inputs[] = {
-      {x.data(), &x_shape}, {w.data(), &w_shape}, {bias.data(), &bias_shape}};
+      {x.data(), &x_shape, b.layout}, {w.data(), &w_shape}, {bias.data(), &bias_shape}};
   const kernels::ConstTensorView constant_views[] = {
       {nullptr, &x_shape}, {w.data(), &w_shape}, {bias.data(), &bias_shape}};
   const std::span<const kernels::ConstTensorView> constants(constant_views);
-  const graph::Region tile{{0, 0, b.row_begin, 0}, {1, b.out_channels, b.row_end, b.size}};
+  const graph::Region tile{{0, 0, b.row_begin, 0}, {1, b.out_channels, b.row_end, out_size}};
   const double flops = 2.0 * static_cast<double>(tile.numel()) *
                        static_cast<double>(b.channels / b.group * b.kernel * b.kernel);
 
@@ -110,13 +113,13 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
   kernels::TileArgs args{.op = &op,
                          .inputs = inputs,
                          .input_count = 3,
-                         .output = {y.data(), &y_shape},
+                         .output = {y.data(), &y_shape, b.layout},
                          .region = &tile,
                          .prepared = prepared.get()};
   const double t_fast = best_seconds(*fast, args, repetitions);
   args.prepared = nullptr;
   const double t_ref = best_seconds(*reference, args, repetitions);
-  std::printf("%-40s %-20s %9.3f ms %7.2f GFLOP/s | reference %9.3f ms %6.2f GFLOP/s | x%.1f\n",
+  std::printf("%-44s %-20s %9.3f ms %7.2f GFLOP/s | reference %9.3f ms %6.2f GFLOP/s | x%.1f\n",
               b.label, variant_name, t_fast * 1e3, flops / t_fast * 1e-9, t_ref * 1e3,
               flops / t_ref * 1e-9, t_ref / t_fast);
 }
@@ -125,10 +128,9 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
 
 int main(int argc, char** argv) {
   const int repetitions = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  std::printf("bench_conv: %s, 1 thread, SGEMM ISA %s, best of %d, fused ReLU, NCHW fp32\n",
-              cpu_model().c_str(),
-              std::string(kernels::cpu::gemm_isa_name(kernels::cpu::gemm_isa())).c_str(),
-              repetitions);
+  std::printf(
+      "bench_conv: %s, 1 thread, SGEMM ISA %s, best of %d, fused ReLU, fp32\n", cpu_model().c_str(),
+      std::string(kernels::cpu::gemm_isa_name(kernels::cpu::gemm_isa())).c_str(), repetitions);
   const ConvBench convs[] = {
       {"64x64 128->128 3x3, tile of 8 rows", 128, 128, 64, 3, 1, 24, 32},
       {"56x56 64->64 3x3, whole conv", 64, 64, 56, 3, 1, 0, 56},
@@ -136,9 +138,18 @@ int main(int argc, char** argv) {
       {"14x14 256->256 3x3, whole conv", 256, 256, 14, 3, 1, 0, 14},
   };
   for (const ConvBench& b : convs) run(b, "cpu.conv_gemm", repetitions);
+  // MobileNetV2's depthwise layers (3×3, pad 1), NCHW and NHWC.
+  constexpr graph::Layout kNhwc = graph::Layout::NHWC;
   const ConvBench depthwise[] = {
-      {"112x112 32 depthwise 3x3, whole conv", 32, 32, 112, 3, 32, 0, 112},
-      {"14x14 576 depthwise 3x3, whole conv", 576, 576, 14, 3, 576, 0, 14},
+      {"112x112 32 dw 3x3, whole conv, NCHW", 32, 32, 112, 3, 32, 0, 112},
+      {"112x112 32 dw 3x3, whole conv, NHWC", 32, 32, 112, 3, 32, 0, 112, 1, kNhwc},
+      {"112x112 96 dw 3x3 s2, whole conv, NCHW", 96, 96, 112, 3, 96, 0, 56, 2},
+      {"112x112 96 dw 3x3 s2, whole conv, NHWC", 96, 96, 112, 3, 96, 0, 56, 2, kNhwc},
+      {"28x28 192 dw 3x3, whole conv, NCHW", 192, 192, 28, 3, 192, 0, 28},
+      {"28x28 192 dw 3x3, whole conv, NHWC", 192, 192, 28, 3, 192, 0, 28, 1, kNhwc},
+      {"14x14 576 dw 3x3, whole conv, NCHW", 576, 576, 14, 3, 576, 0, 14},
+      {"14x14 576 dw 3x3, whole conv, NHWC", 576, 576, 14, 3, 576, 0, 14, 1, kNhwc},
+      {"7x7 960 dw 3x3, whole conv, NHWC", 960, 960, 7, 3, 960, 0, 7, 1, kNhwc},
   };
   for (const ConvBench& b : depthwise) run(b, "cpu.conv_depthwise", repetitions);
   return 0;

@@ -1,16 +1,17 @@
 // "cpu.conv_depthwise": depthwise convolution (group == C == OC), direct.
 // NCHW: per channel plane, the input window is copied zero-padded, then each
 // (kh, kw) tap is one vectorised multiply-add loop over the accumulators.
-// NHWC (input, output and residual all NHWC: LayoutSupport::Uniform): per
-// output pixel, each in-bounds tap is one vectorised multiply-add loop over
-// the tile's channels, with the weights transposed to [kH·kW, C] per tile.
-// The plane loop is compiled for AVX-512, AVX2 and the baseline (GCC's
+// NHWC (input, output and residual all NHWC: LayoutSupport::Uniform): blocks
+// of output pixels × channel vectors in registers, the weights transposed to
+// [kH·kW, C] per tile (conv_depthwise_nhwc_impl.hpp, one build per ISA).
+// The NCHW plane loop is compiled for AVX-512, AVX2 and the baseline (GCC's
 // target_clones): the loader picks one clone for the CPU once, at start-up.
 #include <algorithm>
 #include <vector>
 
 #include "graph/error.hpp"
 #include "kernels/activation.hpp"
+#include "kernels/cpu/conv_depthwise_nhwc.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 
 namespace tessera::kernels::cpu {
@@ -135,63 +136,20 @@ void depthwise_plane(const DepthwisePlane& p) {
   }
 }
 
-// One NHWC tile: image n, channels [c0, c1), output rows [oh0, oh1) ×
-// columns [ow0, ow1). `weights` is [kH·kW, c1 − c0] (this tile's channels).
-struct DepthwiseNhwcTile {
-  const float* x = nullptr;         // the whole input, NHWC
-  const float* weights = nullptr;   // transposed, see above
-  const float* bias = nullptr;      // [C] or null
-  const float* residual = nullptr;  // the whole residual, NHWC, or null
-  float* y = nullptr;               // the whole output, NHWC
-  const ConvGeometry* g = nullptr;
-  const graph::OpAttributes* attrs = nullptr;
-  int64_t n = 0, c0 = 0, c1 = 0, oh0 = 0, oh1 = 0, ow0 = 0, ow1 = 0;
-};
-
-// The output pixel's channels accumulate in place, tap by tap in the
-// reference's (kh, kw) order from zero; then bias, residual, activation.
-TESSERA_DEPTHWISE_CLONES
-void depthwise_nhwc_tile(const DepthwiseNhwcTile& t) {
-  const ConvGeometry& g = *t.g;
-  const int64_t width = t.c1 - t.c0, c = g.channels;
-  const graph::Activation activation = t.attrs->activation;
-  const float lo = t.attrs->clip_min, hi = t.attrs->clip_max;
-  for (int64_t oh = t.oh0; oh < t.oh1; ++oh)
-    for (int64_t ow = t.ow0; ow < t.ow1; ++ow) {
-      const int64_t pixel = (t.n * g.out_h + oh) * g.out_w + ow;
-      float* __restrict out = t.y + pixel * c + t.c0;
-      std::fill(out, out + width, 0.0f);
-      for (int64_t kh = 0; kh < g.k_h; ++kh) {
-        const int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
-        if (ih < 0 || ih >= g.in_h) continue;
-        for (int64_t kw = 0; kw < g.k_w; ++kw) {
-          const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
-          if (iw < 0 || iw >= g.in_w) continue;
-          const float* __restrict in = t.x + ((t.n * g.in_h + ih) * g.in_w + iw) * c + t.c0;
-          const float* __restrict w = t.weights + (kh * g.k_w + kw) * width;
-          for (int64_t i = 0; i < width; ++i) out[i] += w[i] * in[i];
-        }
-      }
-      if (t.bias)
-        for (int64_t i = 0; i < width; ++i) out[i] += t.bias[t.c0 + i];
-      if (t.residual) {
-        const float* __restrict res = t.residual + pixel * c + t.c0;
-        for (int64_t i = 0; i < width; ++i) out[i] += res[i];
-      }
-      switch (activation) {
-        case graph::Activation::None:
-          break;
-        case graph::Activation::Relu:
-          for (int64_t i = 0; i < width; ++i) out[i] = out[i] > 0.0f ? out[i] : 0.0f;
-          break;
-        case graph::Activation::Clip:
-          for (int64_t i = 0; i < width; ++i) out[i] = std::min(std::max(out[i], lo), hi);
-          break;
-        case graph::Activation::Sigmoid:
-          apply_activation(*t.attrs, out, width);
-          break;
-      }
-    }
+// The NHWC kernel of the ISA gemm_isa() names (set_gemm_isa() forces one,
+// as for the SGEMM).
+void run_depthwise_nhwc_tile(const DepthwiseNhwcTile& t) {
+  switch (gemm_isa()) {
+    case GemmIsa::kAvx512:
+      depthwise_nhwc_tile_avx512(t);
+      return;
+    case GemmIsa::kAvx2:
+      depthwise_nhwc_tile_avx2(t);
+      return;
+    case GemmIsa::kPortable:
+      depthwise_nhwc_tile_portable(t);
+      return;
+  }
 }
 
 std::optional<std::string> applies_with(const graph::Operator& op,
@@ -273,7 +231,7 @@ void conv_depthwise(const TileArgs& args) {
     t.weights = transposed.data();
     for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
       t.n = n;
-      depthwise_nhwc_tile(t);
+      run_depthwise_nhwc_tile(t);
     }
     return;
   }

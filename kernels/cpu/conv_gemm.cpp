@@ -227,7 +227,8 @@ PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTen
     for (int64_t ch = 0; ch < g.channels; ++ch)
       for (int64_t t = 0; t < taps; ++t)
         permuted[(oc * taps + t) * g.channels + ch] = w[(oc * g.channels + ch) * taps + t];
-  prep->weights = pack_b(permuted.data(), k, g.out_channels, k, /*transposed=*/true);
+  prep->weights = pack_b(permuted.data(), k, g.out_channels, k, /*transposed=*/true,
+                         gemm_microkernel_for_columns(g.out_channels));
   return prep;
 }
 

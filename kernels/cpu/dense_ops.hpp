@@ -35,7 +35,8 @@ std::optional<std::string> conv_gemm_applies(const graph::Operator& op,
 
 // conv_depthwise.cpp — "cpu.conv_depthwise": depthwise convolution
 // (group == C == OC, W [C,1,kH,kW]), any stride, padding and dilation;
-// direct, vectorised along the output width. Needs no preparing.
+// direct: NCHW vectorised along the output width, NHWC along the channels
+// (conv_depthwise_nhwc.hpp). Needs no preparing.
 void conv_depthwise(const TileArgs& args);
 std::optional<std::string> conv_depthwise_applies(const graph::Operator& op,
                                                   std::span<const ConstTensorView> inputs);

@@ -64,6 +64,19 @@ GemmBlocking own_blocking(const GemmMicrokernel& kernel) {
   return blocking;
 }
 
+// Floats per vector register of the ISA's microkernels.
+int64_t isa_vector_floats(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kAvx512:
+      return 16;
+    case GemmIsa::kAvx2:
+      return 8;
+    case GemmIsa::kPortable:
+      return 4;
+  }
+  return 4;
+}
+
 bool cpu_supports(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::kPortable:
@@ -188,6 +201,14 @@ const GemmMicrokernel& gemm_default_microkernel() {
   return first_microkernel(gemm_isa());
 }
 
+const GemmMicrokernel& gemm_microkernel_for_columns(int64_t n) {
+  const GemmMicrokernel* best = &gemm_default_microkernel();
+  const auto padded = [n](const GemmMicrokernel& k) { return (n + k.nr - 1) / k.nr * k.nr; };
+  for (const GemmMicrokernel& k : kMicrokernels)
+    if (k.isa == best->isa && padded(k) < padded(*best)) best = &k;
+  return *best;
+}
+
 GemmBlocking gemm_blocking_for(const GemmMicrokernel& kernel) {
   return g_forced_blocking ? *g_forced_blocking : own_blocking(kernel);
 }
@@ -252,6 +273,7 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
 
   const GemmMicrokernel& kernel = b.microkernel();
   const int mr = kernel.mr;
+  const int64_t vector_width = isa_vector_floats(kernel.isa);
   const int64_t nr = kernel.nr, k = b.k();
   GemmScratch& scratch = thread_scratch();
   const int64_t panel_begin = tile.n0 / nr, panel_end = (tile.n1 + nr - 1) / nr;
@@ -304,8 +326,11 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
         const int64_t j0 = p * nr;
         const int64_t col_lo = std::max(tile.n0, j0), col_hi = std::min(tile.n1, j0 + nr);
         args.b = b.data() + (p * k + k0) * nr;
-        if (mv == mr && col_lo == j0 && col_hi == j0 + nr) {
-          // Whole block: accumulate and run the epilogue in registers.
+        if (col_lo == j0 && (col_hi - j0) % vector_width == 0) {
+          // Whole block, or its first rows and whole vectors of columns (a
+          // tile's last rows; N not a multiple of NR): accumulate and run
+          // the epilogue in registers, writing only the valid part.
+          args.n_valid = col_hi - j0;
           args.c = c + m * ldc + j0;
           args.ldc = ldc;
           args.load_c = !first || epilogue.accumulate;
@@ -323,6 +348,7 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
         // Edge block: compute all of it into scratch, then write only the
         // part inside the tile.
         float* edge = scratch.edge.get();
+        args.n_valid = nr;
         args.c = edge;
         args.ldc = nr;
         args.load_c = false;

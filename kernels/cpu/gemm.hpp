@@ -61,6 +61,14 @@ void set_gemm_isa(GemmIsa isa);
 // The microkernel pack_b() uses now (the first of gemm_isa() in the manifest).
 const GemmMicrokernel& gemm_default_microkernel();
 
+// The microkernel of gemm_isa() for a B of n columns: the default one
+// unless another of the same ISA pads n to fewer columns (its NR divides n
+// more closely: N = 96 runs as 3 panels of 32, not 2 of 64 with 32 columns
+// computed and dropped). The FMAs spent on padding are what this saves; the
+// kernels of one ISA have the same accumulator count, so about the same
+// speed per useful column otherwise.
+const GemmMicrokernel& gemm_microkernel_for_columns(int64_t n);
+
 // Cache blocking inside gemm_tile(), BLIS's loops (Van Zee & van de Geijn
 // 2015) with A and B swapped for row-major C: for each `kc` slice of K, an
 // `mc`-row block of A (packed, if at all, once per slice), then `nc`-column

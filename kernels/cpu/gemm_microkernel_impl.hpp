@@ -15,6 +15,7 @@
 #endif
 
 #include "kernels/cpu/gemm_microkernel.hpp"
+#include "kernels/cpu/simd_fma.hpp"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -90,7 +91,7 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
     for (int i = 0; i < MR; ++i) {
       const Batch ai(a_of_row(i));
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(ai, bv[v], acc[i][v]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = fused_madd(ai, bv[v], acc[i][v]);
     }
   };
   if (args.a_k_stride == 1) {
@@ -112,24 +113,21 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
     for (int64_t k = 0; k < kc; ++k) step(b + k * NR, [&](int i) { return a[k * MR + i]; });
   }
 
-  if (args.load_c) {
+  // Only rows [0, m_valid) and columns [0, n_valid) are read back and
+  // written: an edge block goes straight to C, with no scratch copy.
+  const int64_t m_valid = args.m_valid, n_valid = args.n_valid;
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
+  for (int i = 0; i < MR; ++i) {
+    if (i >= m_valid) break;
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[i][v] += Batch::load_unaligned(c + i * ldc + v * W);
+    for (int v = 0; v < NV; ++v) {
+      if (v * W >= n_valid) break;
+      Batch x = acc[i][v];
+      if (args.load_c) x += Batch::load_unaligned(c + i * ldc + v * W);
+      if (args.epilogue) x = apply_microtile_epilogue(x, *args.epilogue, i, v * W);
+      x.store_unaligned(c + i * ldc + v * W);
+    }
   }
-  if (args.epilogue) {
-    const GemmMicrotileEpilogue& ep = *args.epilogue;
-    // Unrolled like the rest, so the accumulators stay in registers.
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[i][v] = apply_microtile_epilogue(acc[i][v], ep, i, v * W);
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[i][v].store_unaligned(c + i * ldc + v * W);
 }
 
 // Packs rows [0, rows) of A (row i at a + i·lda, kc floats each) into the

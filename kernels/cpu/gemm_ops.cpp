@@ -109,11 +109,11 @@ PreparedOp prepare_gemm(const graph::Operator& op, std::span<const ConstTensorVi
   const graph::Shape& b_shape = *inputs[1].shape;
   const int64_t ldb = b_shape[1];
   if (attrs.alpha == 1.0f) {
-    prep->b = pack_b(inputs[1].data, k, n, ldb, attrs.trans_b);
+    prep->b = pack_b(inputs[1].data, k, n, ldb, attrs.trans_b, gemm_microkernel_for_columns(n));
   } else {
     std::vector<float> scaled(inputs[1].data, inputs[1].data + b_shape[0] * b_shape[1]);
     for (float& v : scaled) v *= attrs.alpha;
-    prep->b = pack_b(scaled.data(), k, n, ldb, attrs.trans_b);
+    prep->b = pack_b(scaled.data(), k, n, ldb, attrs.trans_b, gemm_microkernel_for_columns(n));
   }
   if (inputs.size() == 3 && inputs[2].data) {
     const float* c = inputs[2].data;
@@ -239,7 +239,8 @@ PreparedOp prepare_matmul(const graph::Operator& op, std::span<const ConstTensor
   if (auto why = matmul_applies(op, inputs)) fail_op(kMatMulVariant, &op, *why);
   auto prep = std::make_shared<MatMulPrepared>();
   const graph::Shape& b = *inputs[1].shape;
-  prep->b = pack_b(inputs[1].data, b[0], b[1], b[1], /*transposed=*/false);
+  prep->b = pack_b(inputs[1].data, b[0], b[1], b[1], /*transposed=*/false,
+                   gemm_microkernel_for_columns(b[1]));
   return prep;
 }
 

@@ -295,6 +295,36 @@ TEST_CASE("assign_layouts: NHWC between NHWC-capable kernels, never at the model
   }
 }
 
+// cpu.conv_depthwise is Uniform over X, Y and the residual; its weights
+// (rank 4, H·W > 1, never NHWC) must not tie the activations to NCHW.
+TEST_CASE("assign_layouts: a depthwise conv between convs runs NHWC, its weights stay NCHW") {
+  Builder b;
+  const int32_t x = b.tensor("x", {1, 4, 9, 9});
+  b.g.inputs = {x};
+  const int32_t y1 =
+      b.op(OpType::Conv, {x, b.tensor("w1", {8, 4, 3, 3}, true)}, spatial(3, 1), "conv1");
+  graph::OpAttributes depthwise = spatial(3, 1);
+  depthwise.group = 8;
+  const int32_t y2 =
+      b.op(OpType::Conv, {y1, b.tensor("wd", {8, 1, 3, 3}, true), b.tensor("bd", {8}, true)},
+           depthwise, "dw");
+  const int32_t y3 =
+      b.op(OpType::Conv, {y2, b.tensor("w2", {6, 8, 1, 1}, true)}, spatial(1, 0), "conv2");
+  b.g.outputs = {y3};
+  graph::TileGraph tg = compiled(b.g, KernelPolicy::Fastest);
+  const LayoutAssignment a = assign_layouts(tg, LayoutPolicy::Auto);
+  CHECK(layout_of(tg, "conv1.out") == Layout::NHWC);
+  CHECK(layout_of(tg, "dw.out") == Layout::NHWC);
+  CHECK(layout_of(tg, "wd") == Layout::NCHW);
+  CHECK(a.nhwc_tensors == 2);
+  for (const graph::Operator& op : tg.ops) {
+    if (op.name == "dw") CHECK(op.kernel == "cpu.conv_depthwise");
+    const TileKernelVariant* v = find_tile_kernel_variant(op.type, op.kernel);
+    REQUIRE(v != nullptr);
+    CHECK_FALSE(layout_contract_violation(tg, op, *v));
+  }
+}
+
 TEST_CASE("assign_layouts: NCHW-only consumers and Uniform ties to model inputs keep NCHW") {
   Builder b;
   const int32_t x = b.tensor("x", {1, 3, 5, 5});

@@ -530,6 +530,208 @@ TEST_CASE("cpu.conv_depthwise matches the reference conv") {
   }
 }
 
+// NHWC depthwise (conv_depthwise_nhwc_impl.hpp): X, Y and the residual all
+// NHWC. Channel counts around the register blocks (1, 2 vectors of 4/8/16
+// floats) and primes, so the scalar tail, the single-vector and the
+// two-vector blocks all run; widths around the 4-pixel block with and
+// without border columns; the 3×3 stride 1/2 specialisations and the
+// generic path (other kernels, strides, dilations). check_case runs every
+// ISA the CPU has (AVX-512, AVX2 forced, SSE2) on random tilings that also
+// cut the channels, so tails start at any channel.
+ConvSpec random_nhwc_depthwise_spec(std::mt19937_64& rng) {
+  ConvSpec s;
+  s.batch = pick<int64_t>(rng, {1, 1, 2});
+  s.channels = pick<int64_t>(rng, {1, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 37, 48, 67, 96});
+  s.out_channels = s.group = s.channels;
+  const int shape = static_cast<int>(rng() % 6);
+  s.k_h = s.k_w = shape < 4 ? 3 : pick<int64_t>(rng, {1, 2, 5, 7});
+  s.stride_h = s.stride_w = shape < 2 ? 1 : shape < 4 ? 2 : pick<int64_t>(rng, {1, 2, 3});
+  if (rng() % 4 == 0) s.stride_h = pick<int64_t>(rng, {1, 2});  // unequal strides
+  if (rng() % 5 == 0) s.dilation_h = 2;
+  if (rng() % 5 == 0) s.dilation_w = pick<int64_t>(rng, {2, 3});
+  auto pad = [&](int64_t k) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(k + 1)); };
+  s.pad_top = pad(s.k_h / 2 + 1);
+  s.pad_bottom = pad(s.k_h / 2 + 1);
+  s.pad_left = pad(s.k_w / 2 + 1);
+  s.pad_right = pad(s.k_w / 2 + 1);
+  s.in_h = pick<int64_t>(rng, {1, 2, 3, 5, 6, 11});
+  s.in_w = pick<int64_t>(rng, {1, 2, 4, 5, 7, 9, 13, 23, 30});
+  s.bias = rng() % 4 != 0;
+  s.activation =
+      pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
+  s.residual = rng() % 3 == 0;
+  return s;
+}
+
+void make_nhwc(OpCase& c) {
+  c.layouts.assign(c.inputs.size(), graph::Layout::NCHW);
+  c.layouts[0] = graph::Layout::NHWC;
+  if (c.op.attrs.fused_residual) c.layouts[3] = graph::Layout::NHWC;
+  c.out_layout = graph::Layout::NHWC;
+}
+
+TEST_CASE("cpu.conv_depthwise NHWC: pixel blocks, borders and channel tails under every ISA") {
+  uint64_t seed = base_seed() * 7919u + 3000;
+  // MobileNetV2's shapes, scaled down: 3×3 s1 p1 and s2 with the ONNX
+  // export's symmetric pad 1 (the s2 window overhangs only the left edge).
+  const ConvSpec named[] = {
+      {.channels = 32,
+       .out_channels = 32,
+       .in_h = 9,
+       .in_w = 14,
+       .k_h = 3,
+       .k_w = 3,
+       .pad_top = 1,
+       .pad_left = 1,
+       .pad_bottom = 1,
+       .pad_right = 1,
+       .group = 32,
+       .activation = Activation::Clip},
+      {.channels = 144,
+       .out_channels = 144,
+       .in_h = 8,
+       .in_w = 11,
+       .k_h = 3,
+       .k_w = 3,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_top = 1,
+       .pad_left = 1,
+       .pad_bottom = 1,
+       .pad_right = 1,
+       .group = 144,
+       .activation = Activation::Clip},
+      {.channels = 1,
+       .out_channels = 1,
+       .in_h = 1,
+       .in_w = 1,
+       .k_h = 3,
+       .k_w = 3,
+       .pad_top = 1,
+       .pad_left = 1,
+       .pad_bottom = 1,
+       .pad_right = 1,
+       .group = 1,
+       .residual = true},
+      {.batch = 2,
+       .channels = 19,
+       .out_channels = 19,
+       .in_h = 4,
+       .in_w = 29,
+       .k_h = 3,
+       .k_w = 3,
+       .pad_top = 2,
+       .pad_left = 2,
+       .pad_bottom = 2,
+       .pad_right = 2,
+       .group = 19,
+       .activation = Activation::Relu,
+       .residual = true},
+  };
+  for (const ConvSpec& spec : named) {
+    std::optional<OpCase> c = conv_case(spec, "nhwc named");
+    REQUIRE(c.has_value());
+    make_nhwc(*c);
+    check_case("cpu.conv_depthwise", *c, seed++);
+  }
+  std::mt19937_64 rng(base_seed() + 17);
+  for (int i = 0; i < 120;) {
+    std::optional<OpCase> c = conv_case(random_nhwc_depthwise_spec(rng), "nhwc random");
+    if (!c) continue;
+    make_nhwc(*c);
+    check_case("cpu.conv_depthwise", *c, seed++);
+    ++i;
+  }
+}
+
+// The dataflow executor promises bitwise-identical outputs for any thread
+// count, i.e. for any tiling: a channel must give the same bits whether it
+// falls in a two-vector block, a single vector or the scalar tail of its
+// tile, and a pixel whether it is in a 4-pixel block or alone.
+TEST_CASE("cpu.conv_depthwise NHWC: every tiling gives bitwise the same output") {
+  const ConvSpec specs[] = {
+      {.channels = 53,
+       .out_channels = 53,
+       .in_h = 7,
+       .in_w = 19,
+       .k_h = 3,
+       .k_w = 3,
+       .pad_top = 1,
+       .pad_left = 1,
+       .pad_bottom = 1,
+       .pad_right = 1,
+       .group = 53,
+       .activation = Activation::Clip,
+       .residual = true},
+      {.channels = 45,
+       .out_channels = 45,
+       .in_h = 9,
+       .in_w = 17,
+       .k_h = 3,
+       .k_w = 3,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_top = 1,
+       .pad_left = 1,
+       .pad_bottom = 1,
+       .pad_right = 1,
+       .group = 45,
+       .activation = Activation::Relu},
+      {.channels = 29,
+       .out_channels = 29,
+       .in_h = 6,
+       .in_w = 13,
+       .k_h = 5,
+       .k_w = 5,
+       .dilation_w = 2,
+       .pad_top = 2,
+       .pad_left = 3,
+       .pad_bottom = 2,
+       .pad_right = 3,
+       .group = 29},
+  };
+  std::mt19937_64 rng(base_seed() + 19);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const TileKernelVariant* variant =
+      kernels::find_tile_kernel_variant(OpType::Conv, "cpu.conv_depthwise");
+  REQUIRE(variant != nullptr);
+  IsaGuard guard;
+  for (const ConvSpec& spec : specs) {
+    std::optional<OpCase> c = conv_case(spec, "nhwc tilings");
+    REQUIRE(c.has_value());
+    make_nhwc(*c);
+    INFO(describe(*c));
+    std::vector<std::vector<float>> data(c->inputs.size());
+    std::vector<ConstTensorView> views(c->inputs.size());
+    for (size_t i = 0; i < c->inputs.size(); ++i) {
+      data[i].resize(static_cast<size_t>(graph::shape_numel(c->inputs[i])));
+      for (float& x : data[i]) x = dist(rng);
+      views[i] = {data[i].data(), &c->inputs[i], input_layout(*c, i)};
+    }
+    const size_t numel = static_cast<size_t>(graph::shape_numel(c->output));
+    for (cpu::GemmIsa isa : supported_isas()) {
+      INFO("ISA ", cpu::gemm_isa_name(isa));
+      cpu::set_gemm_isa(isa);
+      auto run = [&](const std::vector<graph::Region>& tiles) {
+        std::vector<float> out(numel, std::numeric_limits<float>::quiet_NaN());
+        for (const graph::Region& tile : tiles)
+          variant->run({&c->op,
+                        views.data(),
+                        views.size(),
+                        {out.data(), &c->output, graph::Layout::NHWC},
+                        &tile,
+                        nullptr});
+        return out;
+      };
+      const std::vector<float> whole = run({graph::Region::whole(c->output)});
+      for (int trial = 0; trial < 6; ++trial) {
+        const std::vector<float> tiled = run(random_tiles(c->output, rng));
+        CHECK(std::memcmp(whole.data(), tiled.data(), numel * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 // Gemm: C forms by name.
 enum class CForm { kNone, kRank0, kOne, kOneByOne, kColumns, kOneByColumns, kRowsByOne, kFull };
 

@@ -294,6 +294,26 @@ void test_microkernel(const GemmMicrokernel& kernel) {
     zero.activation = GemmActivation::kSigmoid;
     run(zero);
   }
+  SUBCASE("edge blocks written in place: m < MR rows, whole vectors of a part panel") {
+    // N a multiple of the vector width but not of NR (MobileNet's 24, 96,
+    // 144 channels), rows not a multiple of MR, with every epilogue input:
+    // the microkernel writes only the valid rows and vectors straight to C.
+    for (int64_t n : {int64_t{4}, int64_t{8}, int64_t{16}, int64_t{24}, int64_t{48}, int64_t{96},
+                      int64_t{144}, nr + 16}) {
+      for (int64_t m : {int64_t{1}, mr - 1, mr + 1, 3 * mr + 2}) {
+        if (m < 1) continue;
+        GemmCase gc = whole(m, n, 23);
+        gc.ldc_pad = 3;
+        gc.bias_kind = GemmBias::kPerColumn;
+        gc.activation = GemmActivation::kClip;
+        gc.residual = true;
+        gc.accumulate = m % 2 == 1;
+        run(gc);
+        gc.tile = {0, m, 0, std::min<int64_t>(n, 16)};  // a tile ending inside the panel
+        run(gc);
+      }
+    }
+  }
   SUBCASE("random shapes and tiles") {
     std::mt19937_64 rng(seed);
     auto pick = [&](int64_t lo, int64_t hi) {
@@ -397,6 +417,25 @@ TEST_CASE("the ISA is chosen once; set_gemm_isa forces each supported one") {
     std::vector<float> c(3 * 5, kSentinel);
     gemm_tile(a.data(), 6, packed, c.data(), 5, {.m0 = 0, .m1 = 3, .n0 = 0, .n1 = 5});
     for (float x : c) CHECK(x == 3.0f);
+  }
+  set_gemm_isa(chosen);
+}
+
+TEST_CASE("gemm_microkernel_for_columns pads N to the fewest columns, default on ties") {
+  const GemmIsa chosen = gemm_isa();
+  for (GemmIsa isa : {GemmIsa::kPortable, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
+    if (!gemm_isa_supported(isa)) continue;
+    set_gemm_isa(isa);
+    const GemmMicrokernel& fallback = gemm_default_microkernel();
+    for (int64_t n = 1; n <= 300; ++n) {
+      INFO(gemm_isa_name(isa), " n ", n);
+      const GemmMicrokernel& k = gemm_microkernel_for_columns(n);
+      CHECK(k.isa == isa);
+      const auto padded = [n](const GemmMicrokernel& x) { return (n + x.nr - 1) / x.nr * x.nr; };
+      for (const GemmMicrokernel& other : gemm_microkernels())
+        if (other.isa == isa) CHECK(padded(k) <= padded(other));
+      if (padded(fallback) == padded(k)) CHECK(&k == &fallback);
+    }
   }
   set_gemm_isa(chosen);
 }

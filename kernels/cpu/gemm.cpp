@@ -140,28 +140,6 @@ GemmScratch& thread_scratch() {
   return scratch;
 }
 
-float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n) {
-  if (ep.bias_kind == GemmBias::kPerColumn) x += ep.bias[n];
-  if (ep.bias_kind == GemmBias::kPerRow) x += ep.bias[m];
-  const bool residual_before = ep.residual_position == GemmResidual::kBeforeActivation;
-  if (ep.residual && residual_before) x += ep.residual[m * ep.ld_residual + n];
-  switch (ep.activation) {
-    case GemmActivation::kNone:
-      break;
-    case GemmActivation::kRelu:
-      x = std::max(x, 0.0f);
-      break;
-    case GemmActivation::kClip:
-      x = std::min(std::max(x, ep.clip_min), ep.clip_max);
-      break;
-    case GemmActivation::kSigmoid:
-      x = 1.0f / (1.0f + std::exp(-x));
-      break;
-  }
-  if (ep.residual && !residual_before) x += ep.residual[m * ep.ld_residual + n];
-  return x;
-}
-
 }  // namespace
 
 std::span<const GemmMicrokernel> gemm_microkernels() {

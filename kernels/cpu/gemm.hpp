@@ -21,6 +21,8 @@
 //   GemmEpilogue ep{.bias = bias, .bias_kind = GemmBias::kPerColumn,
 //                   .activation = GemmActivation::kRelu};
 //   gemm_tile(x, /*lda=*/K, w, y, /*ldc=*/N, {.m0 = 0, .m1 = M, .n0 = 0, .n1 = N}, ep);
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -151,6 +153,30 @@ struct GemmEpilogue {
   int64_t ld_residual = 0;
   GemmResidual residual_position = GemmResidual::kBeforeActivation;
 };
+
+// The epilogue on one element of row m, column n (the scalar form of what the
+// microkernels do in registers; also used by the sparse kernels).
+inline float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n) {
+  if (ep.bias_kind == GemmBias::kPerColumn) x += ep.bias[n];
+  if (ep.bias_kind == GemmBias::kPerRow) x += ep.bias[m];
+  const bool residual_before = ep.residual_position == GemmResidual::kBeforeActivation;
+  if (ep.residual && residual_before) x += ep.residual[m * ep.ld_residual + n];
+  switch (ep.activation) {
+    case GemmActivation::kNone:
+      break;
+    case GemmActivation::kRelu:
+      x = std::max(x, 0.0f);
+      break;
+    case GemmActivation::kClip:
+      x = std::min(std::max(x, ep.clip_min), ep.clip_max);
+      break;
+    case GemmActivation::kSigmoid:
+      x = 1.0f / (1.0f + std::exp(-x));
+      break;
+  }
+  if (ep.residual && !residual_before) x += ep.residual[m * ep.ld_residual + n];
+  return x;
+}
 
 struct GemmTile {
   int64_t m0 = 0, m1 = 0;  // rows of C (and A)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/dense_ops.hpp"
+#include "kernels/cpu/simd_fma.hpp"
 #include "kernels/sparse/sparse_gemm_kernels.hpp"
 
 namespace tessera::kernels::sparse {
@@ -21,28 +22,6 @@ namespace {
 using cpu::GemmActivation;
 using cpu::GemmBias;
 using cpu::GemmResidual;
-
-inline float epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n) {
-  if (ep.bias_kind == GemmBias::kPerColumn) x += ep.bias[n];
-  if (ep.bias_kind == GemmBias::kPerRow) x += ep.bias[m];
-  const bool before = ep.residual_position == GemmResidual::kBeforeActivation;
-  if (ep.residual && before) x += ep.residual[m * ep.ld_residual + n];
-  switch (ep.activation) {
-    case GemmActivation::kNone:
-      break;
-    case GemmActivation::kRelu:
-      x = std::max(x, 0.0f);
-      break;
-    case GemmActivation::kClip:
-      x = std::min(std::max(x, ep.clip_min), ep.clip_max);
-      break;
-    case GemmActivation::kSigmoid:
-      x = 1.0f / (1.0f + std::exp(-x));
-      break;
-  }
-  if (ep.residual && !before) x += ep.residual[m * ep.ld_residual + n];
-  return x;
-}
 
 // dst[j] = epilogue((accumulate ? dst[j] : 0) + src[j]) for j < count: row m
 // of C, columns n .. n + count.
@@ -77,7 +56,7 @@ inline void finish_row(const float* src, float* dst, int64_t count, int64_t m, i
     x.store_unaligned(dst + j);
   }
   for (; j < count; ++j)
-    dst[j] = epilogue_scalar((ep.accumulate ? dst[j] : 0.0f) + src[j], ep, m, n + j);
+    dst[j] = cpu::apply_epilogue_scalar((ep.accumulate ? dst[j] : 0.0f) + src[j], ep, m, n + j);
 }
 
 // The batch a BN-wide block is computed with: the ISA's own when BN fills
@@ -141,7 +120,7 @@ void bsr_tile(const SparseTileRun& run) {
           for (int i = 0; i < MR; ++i) {
             const Batch ai(a_rows[i][k]);
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(ai, bv[v], acc[i][v]);
+            for (int v = 0; v < NV; ++v) acc[i][v] = cpu::fused_madd(ai, bv[v], acc[i][v]);
           }
         };
         for (int64_t blk = b_begin; blk < b_end; ++blk) {
@@ -236,7 +215,7 @@ void csr_tile(const SparseTileRun& run) {
           const float* x = panel + static_cast<int64_t>(row_k[p + c]) * MB;
 #pragma GCC unroll 4
           for (int v = 0; v < MV; ++v)
-            acc[c][v] = xsimd::fma(wv, Batch::load_unaligned(x + v * W), acc[c][v]);
+            acc[c][v] = cpu::fused_madd(wv, Batch::load_unaligned(x + v * W), acc[c][v]);
         }
       }
       for (; p < e; ++p) {
@@ -244,7 +223,7 @@ void csr_tile(const SparseTileRun& run) {
         const float* x = panel + static_cast<int64_t>(row_k[p]) * MB;
 #pragma GCC unroll 4
         for (int v = 0; v < MV; ++v)
-          acc[0][v] = xsimd::fma(wv, Batch::load_unaligned(x + v * W), acc[0][v]);
+          acc[0][v] = cpu::fused_madd(wv, Batch::load_unaligned(x + v * W), acc[0][v]);
       }
       float* out = yt + (n - t.n0) * MB;
 #pragma GCC unroll 4

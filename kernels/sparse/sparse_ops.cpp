@@ -105,25 +105,9 @@ void matmul_sparse(const TileArgs& args) {
   const GemmEpilogue ep{.activation = cpu::gemm_activation(attrs.activation),
                         .clip_min = attrs.clip_min,
                         .clip_max = attrs.clip_max};
-  // A [..., M, K] with a 2-D B is one [M', K] matrix; walk the region's
-  // batch box (an odometer), as cpu.matmul does.
-  const size_t batch_rank = rank - 2;
-  const int64_t m = a_shape[rank - 2];
-  const int64_t i0 = r.begin[rank - 2], i1 = r.end[rank - 2];
-  const int64_t j0 = r.begin[rank - 1], j1 = r.end[rank - 1];
-  std::vector<int64_t> index(r.begin.begin(), r.begin.begin() + batch_rank);
-  while (true) {
-    int64_t flat = 0;
-    for (size_t d = 0; d < batch_rank; ++d) flat = flat * a_shape[d] + index[d];
-    sparse_gemm_tile(args.inputs[0].data, k, prep.b, args.output.data, n,
-                     {.m0 = flat * m + i0, .m1 = flat * m + i1, .n0 = j0, .n1 = j1}, ep);
-    size_t d = batch_rank;
-    while (d > 0 && ++index[d - 1] == r.end[d - 1]) {
-      index[d - 1] = r.begin[d - 1];
-      --d;
-    }
-    if (d == 0) break;
-  }
+  cpu::for_each_batched_gemm_tile(r, a_shape, [&](const GemmTile& tile) {
+    sparse_gemm_tile(args.inputs[0].data, k, prep.b, args.output.data, n, tile, ep);
+  });
 }
 
 std::optional<std::string> gemm_sparse_applies(const graph::Operator& op,

@@ -202,10 +202,7 @@ SINGLE_OPS = [
 
 def build_cases(rng) -> list:
   seeds = iter(rng.integers(0, 2**32, size=1000))
-  cases = []
-  for gen, count in SINGLE_OPS:
-    for i in range(count):
-      cases.append(gen(np.random.default_rng(int(next(seeds))), i))
+  cases = gm.single_op_cases(SINGLE_OPS, seeds)
   for opset in (13, 17):
     cases.append(yolo_head(np.random.default_rng(int(next(seeds))), opset))
   cases.append(yolo_head(np.random.default_rng(int(next(seeds))), 17, batch=2))

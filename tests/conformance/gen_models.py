@@ -616,6 +616,12 @@ import gen_transformer_models  # noqa: E402  (uses Case and GraphBuilder above)
 import gen_detector_models  # noqa: E402
 
 
+def single_op_cases(single_ops, seeds) -> list[Case]:
+  """`count` cases of each (generator, count), each generator call seeded from `seeds`."""
+  return [gen(np.random.default_rng(int(next(seeds))), i)
+          for gen, count in single_ops for i in range(count)]
+
+
 def build_cases(seed: int) -> list[Case]:
   """Every case, in a fixed order; each has its own generator seeded from `seed`."""
   cases: list[Case] = []

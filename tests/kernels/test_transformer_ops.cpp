@@ -12,28 +12,6 @@
 namespace tessera::kernels::test {
 namespace {
 
-Shape random_shape(Rng& rng, int64_t rank_lo, int64_t rank_hi, int64_t max = 7) {
-  Shape s(static_cast<size_t>(rng.uniform(rank_lo, rank_hi)));
-  for (int64_t& d : s) d = rng.size(max);
-  return s;
-}
-
-// `base` with some leading dims dropped and some dims set to 1: broadcasts to base.
-Shape broadcastable(const Shape& base, Rng& rng) {
-  Shape s;
-  const auto drop = static_cast<size_t>(rng.uniform(0, static_cast<int64_t>(base.size())));
-  for (size_t d = drop; d < base.size(); ++d) s.push_back(rng.coin(0.3) ? 1 : base[d]);
-  return s;
-}
-
-// The element of `in` that output index `out` reads under numpy broadcasting.
-int64_t broadcast_flat(const std::vector<int64_t>& out, const Shape& in) {
-  std::vector<int64_t> index(in.size());
-  const size_t shift = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d) index[d] = in[d] == 1 ? 0 : out[d + shift];
-  return ravel(index, in);
-}
-
 // An int64 tensor carried in a Tensor's float storage (the kernel reads the bytes).
 Tensor int64_tensor(const Shape& shape, const std::vector<int64_t>& values) {
   Tensor t{shape, std::vector<float>(values.size() * 2)};

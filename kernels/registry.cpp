@@ -80,6 +80,9 @@ constexpr TileKernelVariant kKernelTable[] = {
      11, kUniformLayout},
     {OpType::Gemm, "cpu.gemm", cpu::gemm, cpu::prepare_gemm, cpu::gemm_applies, 10},
     {OpType::MatMul, "cpu.matmul", cpu::matmul, cpu::prepare_matmul, cpu::matmul_applies, 10},
+    // Attention's activation-times-activation products: B packed per tile.
+    {OpType::MatMul, "cpu.matmul_batched", cpu::matmul_batched, nullptr,
+     cpu::matmul_batched_applies, 9},
     // Memory-bound ops over contiguous spans (kernels/cpu/simple_ops.hpp).
     {OpType::Add, "cpu.binary", cpu::binary, nullptr, cpu::binary_applies, 10, kUniformLayout},
     {OpType::Mul, "cpu.binary", cpu::binary, nullptr, cpu::binary_applies, 10, kUniformLayout},

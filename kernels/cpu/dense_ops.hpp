@@ -56,6 +56,13 @@ std::optional<std::string> gemm_applies(const graph::Operator& op,
 // [K, N]: A's batch dims are just more rows of one [M', K] · [K, N] GEMM.
 void matmul(const TileArgs& args);
 PreparedOp prepare_matmul(const graph::Operator& op, std::span<const ConstTensorView> inputs);
+// gemm_ops.cpp — "cpu.matmul_batched": MatMul whose B is an activation or
+// batched (attention's Q·Kᵀ and P·V): A [..., M, K], B [..., K, N] of the
+// same rank, each B batch dim equal to A's or 1. B's matrix is packed per
+// tile and batch index (O(K·N), small beside the tile's 2·M·K·N FLOPs).
+void matmul_batched(const TileArgs& args);
+std::optional<std::string> matmul_batched_applies(const graph::Operator& op,
+                                                  std::span<const ConstTensorView> inputs);
 std::optional<std::string> matmul_applies(const graph::Operator& op,
                                           std::span<const ConstTensorView> inputs);
 

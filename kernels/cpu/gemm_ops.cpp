@@ -16,6 +16,7 @@ namespace {
 
 constexpr std::string_view kGemmVariant = "cpu.gemm";
 constexpr std::string_view kMatMulVariant = "cpu.matmul";
+constexpr std::string_view kMatMulBatchedVariant = "cpu.matmul_batched";
 
 // A trans_a panel holds at most this many floats (512 KiB, in L2).
 constexpr int64_t kTransposedPanelFloats = int64_t{1} << 17;
@@ -267,6 +268,73 @@ void matmul(const TileArgs& args) {
   for_each_batched_gemm_tile(r, a_shape, [&](const GemmTile& tile) {
     gemm_tile(args.inputs[0].data, k, prep.b, args.output.data, n, tile, ep);
   });
+}
+
+std::optional<std::string> matmul_batched_applies(const graph::Operator& op,
+                                                  std::span<const ConstTensorView> inputs) {
+  if (op.type != graph::OpType::MatMul) return "not a MatMul";
+  if (inputs.size() != 2) return "expected 2 inputs";
+  if (!inputs[0].shape || !inputs[1].shape) return "an input has no shape";
+  const graph::Shape& a = *inputs[0].shape;
+  const graph::Shape& b = *inputs[1].shape;
+  if (a.size() < 2 || a.size() != b.size())
+    return "A " + graph::shape_to_string(a) + " and B " + graph::shape_to_string(b) +
+           " are not of the same rank >= 2";
+  if (a.back() != b[b.size() - 2])
+    return "A " + graph::shape_to_string(a) + " and B " + graph::shape_to_string(b) +
+           " do not multiply";
+  for (size_t d = 0; d + 2 < a.size(); ++d)
+    if (b[d] != a[d] && b[d] != 1)
+      return "B " + graph::shape_to_string(b) + " broadcasts over A " + graph::shape_to_string(a) +
+             " in a way this variant does not take";
+  return std::nullopt;
+}
+
+void matmul_batched(const TileArgs& args) {
+  check_dense_tile_args(kMatMulBatchedVariant, args, 2, 2, /*needs_prepared=*/false);
+  const graph::Shape& a_shape = *args.inputs[0].shape;
+  const graph::Shape& b_shape = *args.inputs[1].shape;
+  if (auto why = matmul_batched_applies(*args.op, {args.inputs, args.input_count}))
+    fail_op(kMatMulBatchedVariant, args.op, *why);
+  const size_t rank = a_shape.size();
+  const int64_t m = a_shape[rank - 2], k = a_shape[rank - 1], n = b_shape[rank - 1];
+  graph::Shape expected = a_shape;
+  expected.back() = n;
+  if (*args.output.shape != expected)
+    fail_op(kMatMulBatchedVariant, args.op,
+            "output " + graph::shape_to_string(*args.output.shape) + " is not " +
+                graph::shape_to_string(expected));
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+  const graph::OpAttributes& attrs = args.op->attrs;
+  const GemmEpilogue ep{.activation = gemm_activation(attrs.activation),
+                        .clip_min = attrs.clip_min,
+                        .clip_max = attrs.clip_max};
+  // Walk the region's batch box; each batch index is one [M, K]·[K, N]
+  // product whose B (broadcast where B's dim is 1) is packed for this tile.
+  const size_t batch_rank = rank - 2;
+  std::vector<int64_t> index(r.begin.begin(), r.begin.begin() + batch_rank);
+  while (true) {
+    int64_t flat_a = 0, flat_b = 0;
+    for (size_t d = 0; d < batch_rank; ++d) {
+      flat_a = flat_a * a_shape[d] + index[d];
+      flat_b = flat_b * b_shape[d] + (b_shape[d] == 1 ? 0 : index[d]);
+    }
+    const PackedMatrix b =
+        pack_b(args.inputs[1].data + flat_b * k * n, k, n, n, /*transposed=*/false);
+    gemm_tile(args.inputs[0].data + flat_a * m * k, k, b, args.output.data + flat_a * m * n, n,
+              {.m0 = r.begin[rank - 2],
+               .m1 = r.end[rank - 2],
+               .n0 = r.begin[rank - 1],
+               .n1 = r.end[rank - 1]},
+              ep);
+    size_t d = batch_rank;
+    while (d > 0 && ++index[d - 1] == r.end[d - 1]) {
+      index[d - 1] = r.begin[d - 1];
+      --d;
+    }
+    if (d == 0) break;
+  }
 }
 
 }  // namespace tessera::kernels::cpu

@@ -844,6 +844,33 @@ TEST_CASE("cpu.matmul matches the reference matmul for A of rank 2 to 4") {
   }
 }
 
+// Attention's products: A [..., M, K] · B [..., K, N], B an activation whose
+// batch dims equal A's or are 1 (broadcast).
+TEST_CASE("cpu.matmul_batched matches the reference matmul (activation B, batch broadcast)") {
+  uint64_t seed = base_seed() * 7919u + 4000;
+  std::mt19937_64 rng(base_seed() + 23);
+  for (int i = 0; i < 60; ++i) {
+    const int rank = 2 + static_cast<int>(rng() % 3);
+    Shape a_batch, b_batch;
+    for (int d = 2; d < rank; ++d) {
+      a_batch.push_back(pick<int64_t>(rng, {1, 2, 3, 5}));
+      b_batch.push_back(rng() % 3 == 0 ? 1 : a_batch.back());
+    }
+    const int64_t m = pick<int64_t>(rng, {1, 2, 5, 13, 37});
+    const int64_t k = pick<int64_t>(rng, {1, 4, 19, 64});
+    const int64_t n = pick<int64_t>(rng, {1, 7, 16, 71});
+    OpCase c = matmul_case(
+        a_batch, m, k, n,
+        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid}));
+    c.label = "matmul_batched";
+    c.inputs[1] = b_batch;
+    c.inputs[1].push_back(k);
+    c.inputs[1].push_back(n);
+    c.constant = {false, false};
+    check_case("cpu.matmul_batched", c, seed++);
+  }
+}
+
 // applies() for a case, the constants as the case marks them.
 std::optional<std::string> applies(std::string_view variant_name, const OpCase& c) {
   const TileKernelVariant* v = kernels::find_tile_kernel_variant(c.op.type, variant_name);

@@ -99,22 +99,13 @@ GemmActivation gemm_activation(graph::Activation activation);
 void check_dense_tile_args(std::string_view variant, const TileArgs& args, size_t min_inputs,
                            size_t max_inputs, bool needs_prepared);
 
-// A [..., M, K] times a 2-D B is one [M', K] matrix: batch index b's rows are
-// M'-rows b·M .. b·M + M. Calls tile(GemmTile) once per batch index in the
-// region's batch box (an odometer), with the region's rows and columns.
-template <class TileFn>
-void for_each_batched_gemm_tile(const graph::Region& r, const graph::Shape& a_shape,
-                                TileFn&& tile) {
-  const size_t rank = a_shape.size();
-  const size_t batch_rank = rank - 2;
-  const int64_t m = a_shape[rank - 2];
-  const int64_t i0 = r.begin[rank - 2], i1 = r.end[rank - 2];
-  const int64_t j0 = r.begin[rank - 1], j1 = r.end[rank - 1];
+// Calls visit(index) for every index of the region's leading `batch_rank`
+// dims, last dim fastest (an odometer). The region must not be empty.
+template <class Visit>
+void for_each_batch_index(const graph::Region& r, size_t batch_rank, Visit&& visit) {
   std::vector<int64_t> index(r.begin.begin(), r.begin.begin() + batch_rank);
   while (true) {
-    int64_t flat = 0;
-    for (size_t d = 0; d < batch_rank; ++d) flat = flat * a_shape[d] + index[d];
-    tile(GemmTile{.m0 = flat * m + i0, .m1 = flat * m + i1, .n0 = j0, .n1 = j1});
+    visit(static_cast<const std::vector<int64_t>&>(index));
     size_t d = batch_rank;
     while (d > 0 && ++index[d - 1] == r.end[d - 1]) {
       index[d - 1] = r.begin[d - 1];
@@ -122,6 +113,23 @@ void for_each_batched_gemm_tile(const graph::Region& r, const graph::Shape& a_sh
     }
     if (d == 0) break;
   }
+}
+
+// A [..., M, K] times a 2-D B is one [M', K] matrix: batch index b's rows are
+// M'-rows b·M .. b·M + M. Calls tile(GemmTile) once per batch index in the
+// region's batch box, with the region's rows and columns.
+template <class TileFn>
+void for_each_batched_gemm_tile(const graph::Region& r, const graph::Shape& a_shape,
+                                TileFn&& tile) {
+  const size_t rank = a_shape.size();
+  const int64_t m = a_shape[rank - 2];
+  const int64_t i0 = r.begin[rank - 2], i1 = r.end[rank - 2];
+  const int64_t j0 = r.begin[rank - 1], j1 = r.end[rank - 1];
+  for_each_batch_index(r, rank - 2, [&](const std::vector<int64_t>& index) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < index.size(); ++d) flat = flat * a_shape[d] + index[d];
+    tile(GemmTile{.m0 = flat * m + i0, .m1 = flat * m + i1, .n0 = j0, .n1 = j1});
+  });
 }
 
 }  // namespace tessera::kernels::cpu

@@ -312,29 +312,21 @@ void matmul_batched(const TileArgs& args) {
                         .clip_max = attrs.clip_max};
   // Walk the region's batch box; each batch index is one [M, K]·[K, N]
   // product whose B (broadcast where B's dim is 1) is packed for this tile.
-  const size_t batch_rank = rank - 2;
-  std::vector<int64_t> index(r.begin.begin(), r.begin.begin() + batch_rank);
-  while (true) {
+  const GemmTile rows_cols{.m0 = r.begin[rank - 2],
+                           .m1 = r.end[rank - 2],
+                           .n0 = r.begin[rank - 1],
+                           .n1 = r.end[rank - 1]};
+  for_each_batch_index(r, rank - 2, [&](const std::vector<int64_t>& index) {
     int64_t flat_a = 0, flat_b = 0;
-    for (size_t d = 0; d < batch_rank; ++d) {
+    for (size_t d = 0; d < index.size(); ++d) {
       flat_a = flat_a * a_shape[d] + index[d];
       flat_b = flat_b * b_shape[d] + (b_shape[d] == 1 ? 0 : index[d]);
     }
     const PackedMatrix b =
         pack_b(args.inputs[1].data + flat_b * k * n, k, n, n, /*transposed=*/false);
     gemm_tile(args.inputs[0].data + flat_a * m * k, k, b, args.output.data + flat_a * m * n, n,
-              {.m0 = r.begin[rank - 2],
-               .m1 = r.end[rank - 2],
-               .n0 = r.begin[rank - 1],
-               .n1 = r.end[rank - 1]},
-              ep);
-    size_t d = batch_rank;
-    while (d > 0 && ++index[d - 1] == r.end[d - 1]) {
-      index[d - 1] = r.begin[d - 1];
-      --d;
-    }
-    if (d == 0) break;
-  }
+              rows_cols, ep);
+  });
 }
 
 }  // namespace tessera::kernels::cpu

@@ -1641,8 +1641,25 @@ class Importer {
                     " but ONNX shape inference says " + shape_text(out->tensor_type().shape()));
   }
 
+  // Whether `o` reshapes an int64 model input (token ids) to the shape it
+  // already has: GPT-2's exported `input_ids.view(-1, seq)`. It is the same
+  // tensor then, so the ids stay Gather indices; any other use of int64 data
+  // is refused in emit().
+  bool reshapes_int64_to_itself(const onnx::NodeProto& node, const std::string& name,
+                                const graph::Operator& o, const std::vector<int>& positions) const {
+    if ((o.type != OpType::Reshape && o.type != OpType::Flatten) || positions.empty()) return false;
+    const Value& v = input(node, name, positions[0]);
+    if (v.constant || graph_.tensors[v.tensor].dtype != DType::Int64) return false;
+    try {
+      return graph::infer_output_shape(o, {shape_of(v)}) == shape_of(v);
+    } catch (const Error&) {
+      return false;  // emit() reports the bad reshape
+    }
+  }
+
   void emit(const onnx::NodeProto& node, const std::string& name, graph::Operator o,
             const std::vector<int>& positions) {
+    if (reshapes_int64_to_itself(node, name, o, positions)) return alias(node, name);
     std::vector<const Value*> ins;
     std::vector<Shape> shapes;
     bool all_constant = true;

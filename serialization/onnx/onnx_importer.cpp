@@ -78,7 +78,10 @@ std::string in_quotes(const std::string& s) {
 
 class Importer {
  public:
-  explicit Importer(std::string origin) : origin_(std::move(origin)) {}
+  // `external_base`: the folder of the model file, where tensors stored as
+  // external data live; empty when the model came from memory.
+  explicit Importer(std::string origin, std::filesystem::path external_base = {})
+      : origin_(std::move(origin)), external_base_(std::move(external_base)) {}
 
   graph::Graph run(onnx::ModelProto& model) {
     read_opset(model);
@@ -264,10 +267,59 @@ class Importer {
     }
   }
 
+  // The tensor with its external data (ONNX external data: `location`
+  // relative to the model's folder, optional `offset` and `length` in bytes)
+  // read into raw_data. As ONNX's checker does, the location must stay
+  // inside the model's folder.
+  onnx::TensorProto with_external_data(const onnx::TensorProto& t, const std::string& what) const {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& entry : t.external_data()) {
+      try {
+        if (entry.key() == "location") location = entry.value();
+        if (entry.key() == "offset") offset = std::stoll(entry.value());
+        if (entry.key() == "length") length = std::stoll(entry.value());
+      } catch (const std::exception&) {
+        fail(what + ": external data " + entry.key() + " '" + entry.value() + "' is not a number");
+      }
+    }
+    if (external_base_.empty())
+      fail(what +
+           " keeps its data in an external file; a model loaded from memory must hold "
+           "its tensors inside (load it from its file instead)");
+    const std::filesystem::path relative(location);
+    if (location.empty() || relative.is_absolute() ||
+        std::any_of(relative.begin(), relative.end(),
+                    [](const auto& part) { return part == ".."; }))
+      fail(what + ": external data location '" + location +
+           "' must be a file name relative to the model's folder");
+    if (offset < 0 || length < -1)
+      fail(what + ": external data offset/length must not be negative");
+    const std::filesystem::path file = external_base_ / relative;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) fail(what + ": cannot open its external data file " + file.string());
+    in.seekg(0, std::ios::end);
+    const auto size = static_cast<int64_t>(in.tellg());
+    if (length < 0) length = size - std::min(offset, size);
+    if (offset > size || length > size - offset)
+      fail(what + ": external data [" + std::to_string(offset) + ", " +
+           std::to_string(offset + length) + ") lies beyond the end of " + file.string() + " (" +
+           std::to_string(size) + " bytes)");
+    onnx::TensorProto inline_tensor = t;
+    inline_tensor.clear_external_data();
+    inline_tensor.set_data_location(onnx::TensorProto::DEFAULT);
+    std::string& bytes = *inline_tensor.mutable_raw_data();
+    bytes.resize(static_cast<size_t>(length));
+    in.seekg(offset);
+    if (!in.read(bytes.data(), length))
+      fail(what + ": cannot read its external data from " + file.string());
+    return inline_tensor;
+  }
+
   std::shared_ptr<Constant> constant_from_tensor(const onnx::TensorProto& t,
                                                  const std::string& what) const {
     if (t.data_location() == onnx::TensorProto::EXTERNAL)
-      fail(what + " keeps its data in an external file; Tessera needs it inside the model");
+      return constant_from_tensor(with_external_data(t, what), what);
     if (t.has_segment()) fail(what + " is segmented; Tessera does not support segmented tensors");
     auto c = std::make_shared<Constant>();
     c->name = t.name();
@@ -1812,6 +1864,7 @@ class Importer {
   }
 
   std::string origin_;
+  std::filesystem::path external_base_;
   int64_t opset_ = 0;
   graph::Graph graph_;
   std::vector<std::string> node_names_;
@@ -1897,15 +1950,21 @@ void apply_shape_overrides(onnx::ModelProto& model, const InputShapeOverrides& o
                   "named '" + key + "'");
 }
 
-}  // namespace
-
-graph::Graph import_onnx_bytes(const void* data, size_t size, const std::string& origin_for_errors,
-                               const InputShapeOverrides& overrides) {
+graph::Graph import_model(const void* data, size_t size, const std::string& origin_for_errors,
+                          const InputShapeOverrides& overrides,
+                          const std::filesystem::path& external_base) {
   onnx::ModelProto model;
   if (size > static_cast<size_t>(INT_MAX) || !model.ParseFromArray(data, static_cast<int>(size)))
     throw Error(origin_for_errors + ": not a valid ONNX model (protobuf parse failed)");
   apply_shape_overrides(model, overrides, origin_for_errors);
-  return Importer(origin_for_errors).run(model);
+  return Importer(origin_for_errors, external_base).run(model);
+}
+
+}  // namespace
+
+graph::Graph import_onnx_bytes(const void* data, size_t size, const std::string& origin_for_errors,
+                               const InputShapeOverrides& overrides) {
+  return import_model(data, size, origin_for_errors, overrides, {});
 }
 
 graph::Graph import_onnx_file(const std::string& path, const InputShapeOverrides& overrides) {
@@ -1921,7 +1980,9 @@ graph::Graph import_onnx_file(const std::string& path, const InputShapeOverrides
     throw Error(path + ": cannot read the file (" + one_line(e.what()) + ")");
   }
   if (in.bad()) throw Error(path + ": cannot read the file");
-  return import_onnx_bytes(bytes.data(), bytes.size(), path, overrides);
+  std::filesystem::path base = std::filesystem::path(path).parent_path();
+  if (base.empty()) base = ".";
+  return import_model(bytes.data(), bytes.size(), path, overrides, base);
 }
 
 }  // namespace tessera::serialization

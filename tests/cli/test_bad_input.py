@@ -9,7 +9,10 @@ line starting with "error:", and no sanitizer report. Cases:
   (c) an ONNX model with an unsupported op: the error names the node, the op type and opset;
   (d) `run` with a missing / wrong input name, a wrong shape, a float64 .npy, a missing
       .npy file, a garbage .npy: the error names the input;
-  (e) a non-existent path, an empty file, a random-bytes file to compile, run and inspect.
+  (e) a non-existent path, an empty file, a random-bytes file to compile, run and inspect;
+  (f) ONNX external data: a model whose weights live in a side file compiles to the same
+      .tess as the inline model; a truncated or missing data file, or a location outside the
+      model's folder, fails cleanly naming the tensor.
 Prints `N passed, M failed`; exits 1 if M > 0. Works with any build of the binary,
 including ASan+UBSan ones: sanitizer reports are made fatal and detected.
 
@@ -158,6 +161,51 @@ def unsupported_op_model(path, op, node_name, opset):
 
 
 # ------------------------------------------------------------------ cases
+
+
+def external_data_cases(tessera, valid_onnx, valid_tess, work, results):
+  """(f): the valid model re-saved with its weights in a side file (as torch.onnx.export
+  writes large models)."""
+  d = os.path.join(work, "external")
+  os.makedirs(d, exist_ok=True)
+  model = onnx.load(valid_onnx)
+  path = os.path.join(d, "model.onnx")
+  onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                  location="weights.bin", size_threshold=0)
+  out = os.path.join(d, "model.tess")
+  argv = [tessera, "compile", path, "-o", out]
+  proc = invoke(argv)
+  same = proc.returncode == 0 and open(out, "rb").read() == open(valid_tess, "rb").read()
+  results.check("(f) external data compiles to the inline model's .tess", argv,
+                crash_problem(proc) or (None if same else "differs from the inline model's .tess"),
+                proc)
+  data = open(os.path.join(d, "weights.bin"), "rb").read()
+  cases = []
+  truncated = os.path.join(d, "truncated")
+  os.makedirs(truncated, exist_ok=True)
+  onnx.save_model(onnx.load(path, load_external_data=False), os.path.join(truncated, "model.onnx"))
+  with open(os.path.join(truncated, "weights.bin"), "wb") as fh:
+    fh.write(data[: len(data) // 2])
+  cases.append(("truncated data file", os.path.join(truncated, "model.onnx")))
+  missing = os.path.join(d, "missing")
+  os.makedirs(missing, exist_ok=True)
+  onnx.save_model(onnx.load(path, load_external_data=False), os.path.join(missing, "model.onnx"))
+  cases.append(("missing data file", os.path.join(missing, "model.onnx")))
+  escaping = onnx.load(path, load_external_data=False)
+  for t in escaping.graph.initializer:
+    for entry in t.external_data:
+      if entry.key == "location":
+        entry.value = "../weights.bin"
+  onnx.save_model(escaping, os.path.join(missing, "escaping.onnx"))
+  cases.append(("location outside the model's folder", os.path.join(missing, "escaping.onnx")))
+  for label, onnx_path in cases:
+    argv = [tessera, "compile", onnx_path, "-o", os.path.join(d, "bad.tess")]
+    proc = invoke(argv)
+    # The first tensor the importer reads is one of the initializers: the error names one.
+    problem = clean_failure_problem(proc)
+    if problem is None and not any(n in proc.stderr.decode() for n in ("'w'", "'b'", "'fc'", "'shape'")):
+      problem = "the error does not name the tensor"
+    results.check(f"(f) external data: {label}", argv, problem, proc)
 
 
 def compile_ok(tessera, onnx_path, tess_path):
@@ -343,6 +391,8 @@ def main() -> int:
   argv = [tessera, "compile", valid_tess, "-o", out]
   proc = invoke(argv)
   results.check("(e) compile a .tess as if it were ONNX", argv, clean_failure_problem(proc), proc)
+
+  external_data_cases(tessera, valid_onnx, valid_tess, work, results)
 
   for failure in results.failures:
     print("FAIL " + failure)

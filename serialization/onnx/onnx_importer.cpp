@@ -912,6 +912,13 @@ class Importer {
           fail_node(node, name, "the axes list an axis twice");
         o.attrs.axes = axes;
         data_inputs = {0};
+        // The spatial mean of an NCHW tensor (squeeze-and-excitation blocks,
+        // as PyTorch exports x.mean((2, 3), keepdim=True)) is GlobalAveragePool,
+        // which has a SIMD kernel and works on NHWC activations.
+        if (rank == 4 && axes == std::vector<int64_t>{2, 3} && o.attrs.keepdims) {
+          o.type = OpType::GlobalAveragePool;
+          o.attrs = {};
+        }
         break;
       }
       case OpType::LayerNormalization: {

@@ -28,8 +28,70 @@ struct RunArgs {
   int32_t warmup = 2;
   uint64_t seed = 0;
   bool json = false;
+  bool profile = false;
   std::string executor = "dataflow";
 };
+
+// Adds one run's per-operator kernel times to `totals` (same operators, same order).
+void accumulate_profile(const std::vector<OpProfile>& run, std::vector<OpProfile>& totals) {
+  if (totals.empty()) {
+    totals = run;
+    return;
+  }
+  for (size_t i = 0; i < run.size() && i < totals.size(); ++i)
+    totals[i].kernel_ms += run[i].kernel_ms;
+}
+
+// The profile table: per (type, kernel) first, then every operator, slowest first.
+void print_profile(const std::vector<OpProfile>& ops, double latency_ms, int32_t threads) {
+  double total = 0;
+  for (const OpProfile& op : ops) total += op.kernel_ms;
+  std::printf(
+      "  profile: %.3f ms per run in tile kernels, summed over %zu operators and %d threads "
+      "(latency x threads = %.3f ms; the rest is scheduling, waiting and profiling)\n",
+      total, ops.size(), threads, latency_ms * threads);
+  struct Group {
+    std::string type, kernel;
+    int32_t ops = 0;
+    double ms = 0;
+  };
+  std::vector<Group> groups;
+  for (const OpProfile& op : ops) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+      return x.type == op.type && x.kernel == op.kernel;
+    });
+    if (g == groups.end()) g = groups.insert(groups.end(), Group{op.type, op.kernel});
+    ++g->ops;
+    g->ms += op.kernel_ms;
+  }
+  std::sort(groups.begin(), groups.end(),
+            [](const Group& a, const Group& b) { return a.ms > b.ms; });
+  std::printf("  %-22s %-26s %5s %10s %6s\n", "type", "kernel", "ops", "ms/run", "%");
+  for (const Group& g : groups)
+    std::printf("  %-22s %-26s %5d %10.3f %6.1f\n", g.type.c_str(), g.kernel.c_str(), g.ops, g.ms,
+                total > 0 ? 100 * g.ms / total : 0.0);
+  std::vector<const OpProfile*> sorted;
+  for (const OpProfile& op : ops) sorted.push_back(&op);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const OpProfile* a, const OpProfile* b) {
+    return a->kernel_ms > b->kernel_ms;
+  });
+  std::printf("  %-40s %-20s %-22s %5s %10s %6s\n", "operator", "type", "kernel", "tiles", "ms/run",
+              "%");
+  for (const OpProfile* op : sorted)
+    std::printf("  %-40s %-20s %-22s %5d %10.3f %6.1f\n", op->name.c_str(), op->type.c_str(),
+                op->kernel.c_str(), op->tiles, op->kernel_ms,
+                total > 0 ? 100 * op->kernel_ms / total : 0.0);
+}
+
+std::string profile_json(const std::vector<OpProfile>& ops) {
+  std::string j = "[";
+  for (size_t i = 0; i < ops.size(); ++i)
+    j += std::string(i ? ", " : "") + "{\"name\": " + json_string(ops[i].name) +
+         ", \"type\": " + json_string(ops[i].type) + ", \"kernel\": " + json_string(ops[i].kernel) +
+         ", \"tiles\": " + std::to_string(ops[i].tiles) +
+         ", \"kernel_ms\": " + json_number(ops[i].kernel_ms) + "}";
+  return j + "]";
+}
 
 struct LatencyStats {
   double min = 0, median = 0, p90 = 0, mean = 0;
@@ -134,6 +196,9 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--warmup", args->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000));
   sub->add_option("--seed", args->seed, "Seed of the random inputs");
   sub->add_flag("--json", args->json, "Print one JSON object");
+  sub->add_flag("--profile", args->profile,
+                "Time each operator's tile kernels (mean over the timed runs) and print them, "
+                "slowest first; adds two clock reads per tile to the latency");
   sub->add_option("--executor", args->executor,
                   "dataflow: barrier-free tile scheduling (default); barrier: one operator at a "
                   "time with a barrier after each (the operator-based baseline)")
@@ -151,15 +216,19 @@ Command add_run_command(CLI::App& app) {
 
     std::vector<double> ms;
     std::optional<Result<Outputs>> last;
+    std::vector<OpProfile> profile;  // summed over the timed runs
     for (int32_t i = 0; i < args->warmup + args->iterations; ++i) {
       const auto start = std::chrono::steady_clock::now();
-      auto result = session.run(inputs);
+      auto result = session.run(inputs, RunOptions{.profile = args->profile});
       const auto stop = std::chrono::steady_clock::now();
       if (!result) throw Error(result.error());
-      if (i >= args->warmup)
+      if (i >= args->warmup) {
         ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+        accumulate_profile(result.value().profile, profile);
+      }
       last.emplace(std::move(result));
     }
+    for (OpProfile& op : profile) op.kernel_ms /= args->iterations;
     const Outputs& outputs = last->value();
     std::vector<OutputSummary> summaries;
     if (!args->output_dir.empty()) std::filesystem::create_directories(args->output_dir);
@@ -174,15 +243,16 @@ Command add_run_command(CLI::App& app) {
     }
     const LatencyStats lat = summarise(ms);
     if (args->json) {
-      std::string j = "{\"model\": " + json_string(args->model) +
-                      ", \"executor\": " + json_string(args->executor) +
-                      ", \"threads\": " + std::to_string(engine.threads()) +
-                      ", \"iterations\": " + std::to_string(args->iterations) +
-                      ", \"warmup\": " + std::to_string(args->warmup) +
-                      ", \"latency_ms\": {\"min\": " + json_number(lat.min) +
-                      ", \"median\": " + json_number(lat.median) +
-                      ", \"p90\": " + json_number(lat.p90) +
-                      ", \"mean\": " + json_number(lat.mean) + "}, \"outputs\": [";
+      std::string j =
+          "{\"model\": " + json_string(args->model) +
+          ", \"executor\": " + json_string(args->executor) +
+          ", \"threads\": " + std::to_string(engine.threads()) +
+          ", \"iterations\": " + std::to_string(args->iterations) +
+          ", \"warmup\": " + std::to_string(args->warmup) +
+          ", \"latency_ms\": {\"min\": " + json_number(lat.min) +
+          ", \"median\": " + json_number(lat.median) + ", \"p90\": " + json_number(lat.p90) +
+          ", \"mean\": " + json_number(lat.mean) + "}, " +
+          (args->profile ? "\"profile\": " + profile_json(profile) + ", " : "") + "\"outputs\": [";
       for (size_t i = 0; i < outputs.tensors.size(); ++i) {
         const auto& t = outputs.tensors[i];
         const auto& s = summaries[i];
@@ -206,6 +276,7 @@ Command add_run_command(CLI::App& app) {
                   json_dims(t.shape).c_str(), s.min, s.max, s.mean, s.file.empty() ? "" : " -> ",
                   s.file.c_str());
     }
+    if (args->profile) print_profile(profile, lat.median, engine.threads());
     return 0;
   };
 }

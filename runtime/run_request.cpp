@@ -1,12 +1,14 @@
 #include "runtime/run_request.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
 #include <string>
 
+#include "graph/op_type.hpp"
 #include "graph/shape.hpp"
 
 namespace tessera::detail {
@@ -24,14 +26,16 @@ class RunRequest final : public scheduler::Request {
   // The engine is held by pointer: Engine's destructor waits for every run
   // (EngineState::wait_idle), so it outlives this request.
   RunRequest(std::shared_ptr<ModelState> model, EngineState* engine, std::shared_ptr<RunState> run,
-             int32_t priority)
+             int32_t priority, bool profile)
       : scheduler::Request(model->view, priority),
         model_(std::move(model)),
         engine_(engine),
         run_(std::move(run)),
         arena_(static_cast<std::byte*>(
             ::operator new[](std::max<uint64_t>(model_->graph.arena_bytes, kArenaAlignment),
-                             std::align_val_t(kArenaAlignment)))) {
+                             std::align_val_t(kArenaAlignment)))),
+        op_ns_(profile ? std::make_unique<std::atomic<int64_t>[]>(model_->graph.ops.size())
+                       : nullptr) {
     // Operand views are fixed for the whole run: resolve them once, not per node.
     views_.reserve(model_->operands.size());
     for (const auto& p : model_->operands) {
@@ -61,10 +65,34 @@ class RunRequest final : public scheduler::Request {
     // taking the process down. Later nodes still run (on stale data) so that
     // the request completes and its memory is released.
     try {
-      b.kernel(args);
+      if (op_ns_) [[unlikely]] {
+        const auto start = std::chrono::steady_clock::now();
+        b.kernel(args);
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+        op_ns_[static_cast<size_t>(n.op)].fetch_add(ns, std::memory_order_relaxed);
+      } else {
+        b.kernel(args);
+      }
     } catch (const std::exception& e) {
       record_failure(e.what());
     }
+  }
+
+  // Outputs::profile from the per-operator kernel times.
+  std::vector<OpProfile> profile() const {
+    std::vector<OpProfile> ops;
+    const auto& graph = model_->graph;
+    ops.resize(graph.ops.size());
+    for (size_t i = 0; i < graph.ops.size(); ++i) {
+      ops[i].name = graph.ops[i].name;
+      ops[i].type = std::string(graph::op_type_name(graph.ops[i].type));
+      ops[i].kernel = graph.ops[i].kernel;
+      ops[i].kernel_ms = static_cast<double>(op_ns_[i].load(std::memory_order_relaxed)) * 1e-6;
+    }
+    for (const graph::TileNode& node : graph.nodes) ++ops[static_cast<size_t>(node.op)].tiles;
+    return ops;
   }
 
   void record_failure(const char* what) noexcept {
@@ -93,6 +121,7 @@ class RunRequest final : public scheduler::Request {
             Tensor{tensor.name, tensor.shape,
                    std::vector<float>(src, src + graph::shape_numel(tensor.shape))});
       }
+      if (op_ns_) outputs.profile = profile();
       run_->finish(std::move(outputs));
     } catch (const std::bad_alloc&) {
       run_->finish(ErrorInfo{"out of memory while copying the outputs"});
@@ -114,6 +143,8 @@ class RunRequest final : public scheduler::Request {
   std::vector<kernels::ConstTensorView> views_;
   std::atomic<bool> failed_{false};
   std::string failure_;  // written once, by the thread that set failed_
+  // Nanoseconds in each operator's kernels; null unless RunOptions::profile.
+  std::unique_ptr<std::atomic<int64_t>[]> op_ns_;
 };
 
 std::string names_of(const std::vector<TensorSpec>& specs) {
@@ -181,7 +212,7 @@ std::shared_ptr<RunState> start_run(const std::shared_ptr<ModelState>& model, co
   }
   RunRequest* request = nullptr;
   try {
-    request = new RunRequest(model, engine.get(), run, options.priority);
+    request = new RunRequest(model, engine.get(), run, options.priority, options.profile);
   } catch (const std::bad_alloc&) {
     run->finish(ErrorInfo{model->path + ": out of memory for a request arena of " +
                           std::to_string(model->graph.arena_bytes) + " bytes"});

@@ -35,8 +35,22 @@ struct RunState;
 
 using Inputs = std::vector<std::pair<std::string, TensorView>>;
 
+// One operator's share of a profiled run (RunOptions::profile).
+struct OpProfile {
+  std::string name;    // the operator's name (the ONNX node's)
+  std::string type;    // its operator type, e.g. "Conv"
+  std::string kernel;  // the tile kernel it ran, e.g. "cpu.conv_gemm"
+  int32_t tiles = 0;
+  // Time inside its tile kernels, summed over its tiles and the threads that
+  // ran them; the scheduler's own time is not in any operator.
+  double kernel_ms = 0;
+};
+
 struct Outputs {
   std::vector<Tensor> tensors;  // in the model's output order
+  // One entry per operator, in the model's order, when RunOptions::profile
+  // was set; empty otherwise.
+  std::vector<OpProfile> profile;
   const Tensor* find(const std::string& name) const {
     for (const Tensor& t : tensors)
       if (t.name == name) return &t;
@@ -49,6 +63,9 @@ struct RunOptions {
   // Larger runs first: the dataflow executor prefers its nodes in the ready
   // pool; the barrier executor starts it before queued runs of lower priority.
   int32_t priority = 0;
+  // Time every tile kernel call and report it per operator (Outputs::profile).
+  // Costs two clock reads per tile.
+  bool profile = false;
 };
 
 // A run started with Session::run_async. Copyable; all copies see the same run.

@@ -444,6 +444,47 @@ TEST_CASE("run options: a priority is accepted by both executors and changes no 
   }
 }
 
+TEST_CASE("run options: profile times every operator's tiles on both executors") {
+  const auto dir = temp_dir("tessera_executors_test_");
+  for (int tiles : {1, 3}) {
+    BranchModel m(dir, 303 + tiles, tiles);
+    const auto input = random_values(m.input_size(), 19);
+    const auto want = m.expected(input);
+    for (ExecutorKind kind : {ExecutorKind::Dataflow, ExecutorKind::Barrier}) {
+      CAPTURE(kind_name(kind));
+      CAPTURE(tiles);
+      tessera::Engine engine({.threads = 2, .executor = kind});
+      auto model = engine.load(m.path);
+      REQUIRE(model.ok());
+      auto session = model->session();
+      auto plain = session.run(m.inputs(input));
+      REQUIRE(plain.ok());
+      CHECK(plain->profile.empty());
+      auto out = session.run(m.inputs(input), {.profile = true});
+      REQUIRE(out.ok());
+      check_close(out->tensors.at(0).data, want);
+      // One entry per operator left after the compiler's fusions (Relu and
+      // the residual Add may fold into a conv), in the model's order, each
+      // with its tiles (the tiler may give a tiny op fewer than asked).
+      REQUIRE(out->profile.size() >= 3);
+      REQUIRE(out->profile.size() <= 5);
+      std::vector<std::string> convs;
+      double total = 0;
+      for (const tessera::OpProfile& op : out->profile) {
+        CAPTURE(op.name);
+        if (op.type == "Conv") convs.push_back(op.name);
+        CHECK(op.tiles >= 1);
+        CHECK(op.tiles <= tiles);
+        CHECK(!op.kernel.empty());
+        CHECK(op.kernel_ms >= 0);
+        total += op.kernel_ms;
+      }
+      CHECK(convs == std::vector<std::string>{"conv_a", "conv_b", "conv_c"});
+      CHECK(total > 0);
+    }
+  }
+}
+
 TEST_CASE("engine and run errors stay values on both executors") {
   const auto dir = temp_dir("tessera_executors_test_");
   BranchModel m(dir, 401, 2);

@@ -614,6 +614,7 @@ NETWORKS["net_g_sparse_mlp"] = net_sparse_mlp
 
 import gen_transformer_models  # noqa: E402  (uses Case and GraphBuilder above)
 import gen_detector_models  # noqa: E402
+import gen_export_models  # noqa: E402
 
 
 def single_op_cases(single_ops, seeds) -> list[Case]:
@@ -636,6 +637,7 @@ def build_cases(seed: int) -> list[Case]:
       cases.append(Case(f"{name}_n{batch}", model, inputs))
   cases += gen_transformer_models.build_cases(np.random.default_rng(next(children)))
   cases += gen_detector_models.build_cases(np.random.default_rng(next(children)))
+  cases += gen_export_models.build_cases(np.random.default_rng(next(children)))
   names = [c.name for c in cases]
   assert len(names) == len(set(names)), "case names must be unique"
   return cases

@@ -1,0 +1,65 @@
+"""Conformance cases for patterns PyTorch's exporters emit that the importer rewrites.
+
+- Squeeze-and-excitation (EfficientNet, MobileNetV3): x.mean((2, 3), keepdim=True) exported as
+  ReduceMean over axes 2,3 (an attribute before opset 18, an input from 18) becomes
+  GlobalAveragePool; the keepdims=0 form and other axes stay ReduceMean (negative cases).
+- GPT-2's `input_ids.view(-1, seq)`: an int64 model input reshaped to its own shape before the
+  embedding Gather is the same tensor.
+gen_models.build_cases() appends these cases.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import gen_models as gm
+import gen_transformer_models as tm
+
+
+def squeeze_excitation(rng, opset, batch=1, axes=(2, 3), keepdims=1) -> gm.Case:
+  b = gm.GraphBuilder(rng)
+  c = int(rng.integers(3, 17))
+  h, w = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+  x = b.input([batch, c, h, w], "x")
+  y = b.node("Conv", [x, b.weight([c, c, 3, 3]), b.weight([c], fan_in=1)], pads=[1, 1, 1, 1],
+             kernel_shape=[3, 3])
+  y = b.node("Mul", [y, b.node("Sigmoid", [y])])  # SiLU
+  if opset >= 18:
+    pooled = b.node("ReduceMean", [y, tm.i64(b, list(axes))], keepdims=keepdims)
+  else:
+    pooled = b.node("ReduceMean", [y], axes=list(axes), keepdims=keepdims)
+  tag = "".join(map(str, axes)) + f"_k{keepdims}"
+  if keepdims and tuple(axes) == (2, 3):
+    squeezed = max(1, c // 4)
+    s = b.node("Conv", [pooled, b.weight([squeezed, c, 1, 1]), b.weight([squeezed], fan_in=1)],
+               kernel_shape=[1, 1])
+    s = b.node("Conv", [b.node("Relu", [s]), b.weight([c, squeezed, 1, 1])], kernel_shape=[1, 1])
+    out = b.node("Mul", [y, b.node("Sigmoid", [s])])
+  else:
+    out = pooled
+  return gm.Case(f"export_se_{tag}_op{opset}_n{batch}", b.model([out], opset, "se"),
+                 b.input_values)
+
+
+def reshaped_ids(rng, opset, batch=1, seq=7, vocab=20, hidden=8) -> gm.Case:
+  b = gm.GraphBuilder(rng)
+  ids = tm.int_input(b, [batch, seq], vocab, "input_ids")
+  same = b.node("Reshape", [ids, tm.i64(b, [-1, seq])])
+  x = b.node("Gather", [b.weight([vocab, hidden], fan_in=1), same], axis=0)
+  x = b.node("Add", [x, b.weight([hidden], fan_in=1)])
+  return gm.Case(f"export_reshaped_ids_op{opset}_n{batch}", b.model([x], opset, "ids"),
+                 b.input_values)
+
+
+def build_cases(rng) -> list:
+  seeds = iter(rng.integers(0, 2**32, size=100))
+  cases = []
+  for opset in (13, 18):
+    for batch in (1, 2):
+      cases.append(squeeze_excitation(np.random.default_rng(int(next(seeds))), opset, batch))
+    cases.append(squeeze_excitation(np.random.default_rng(int(next(seeds))), opset, keepdims=0))
+    cases.append(squeeze_excitation(np.random.default_rng(int(next(seeds))), opset, axes=(1, 2)))
+    cases.append(squeeze_excitation(np.random.default_rng(int(next(seeds))), opset, axes=(3,)))
+  for batch in (1, 2):
+    cases.append(reshaped_ids(np.random.default_rng(int(next(seeds))), 17, batch))
+  return cases

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct CompileArgs {
   int32_t threads = 0;
   bool quiet = false;
   bool reference_kernels = false;
+  bool no_winograd = false;
   bool tune = false;
   int32_t tune_iterations = 10;
   std::string layout = "auto";
@@ -113,9 +115,13 @@ BuiltTileGraph build_tile_graph(graph::Graph g, const graph::CompileOptions& opt
                                 graph::CompileReport* report) {
   BuiltTileGraph built{graph::compile_graph(std::move(g), options, report, &sparsity), {}};
   graph::TileGraph& tiles = built.tiles;
+  std::vector<std::string_view> disabled;
+  if (args.no_winograd) disabled.push_back("cpu.conv_winograd");
   const auto choices =
-      kernels::choose_kernels(tiles, args.reference_kernels ? kernels::KernelPolicy::ReferenceOnly
-                                                            : kernels::KernelPolicy::Fastest);
+      kernels::choose_kernels(tiles,
+                              args.reference_kernels ? kernels::KernelPolicy::ReferenceOnly
+                                                     : kernels::KernelPolicy::Fastest,
+                              disabled);
   built.layouts = kernels::assign_layouts(
       tiles, args.layout == "nchw" ? kernels::LayoutPolicy::Nchw : kernels::LayoutPolicy::Auto);
   if (report) {
@@ -206,6 +212,8 @@ Command add_compile_command(CLI::App& app) {
   sub->add_flag("-q,--quiet", args->quiet, "Print nothing on success");
   sub->add_flag("--reference-kernels", args->reference_kernels,
                 "Use the scalar reference kernels everywhere (for checking and A/B runs)");
+  sub->add_flag("--no-winograd", args->no_winograd,
+                "Never use the Winograd 3x3 conv kernel (cpu.conv_winograd), for A/B runs");
   sub->add_flag("--tune", args->tune,
                 "Measure candidate tiles-per-op settings on this machine at --threads and keep "
                 "the fastest (ASPEN Fig. 10a)");

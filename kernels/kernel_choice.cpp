@@ -7,7 +7,8 @@
 
 namespace tessera::kernels {
 
-std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy policy) {
+std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy policy,
+                                         std::span<const std::string_view> disabled) {
   std::vector<KernelChoice> choices;
   choices.reserve(graph.ops.size());
   for (graph::Operator& op : graph.ops) {
@@ -27,7 +28,11 @@ std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy p
     std::vector<std::string> reported;  // skips explained even when a fast variant wins
     for (const TileKernelVariant* v : variants) {
       if (policy == KernelPolicy::ReferenceOnly && v->name != "reference") continue;
-      std::optional<std::string> why_not = v->applies ? v->applies(op, inputs) : std::nullopt;
+      const bool is_disabled =
+          std::find(disabled.begin(), disabled.end(), v->name) != disabled.end();
+      std::optional<std::string> why_not =
+          is_disabled ? std::optional<std::string>("disabled by a compile option")
+                      : (v->applies ? v->applies(op, inputs) : std::nullopt);
       if (why_not) {
         choice.skipped.push_back(std::string(v->name) + ": " + *why_not);
         if (v->report_when_skipped) reported.push_back(choice.skipped.back());

@@ -2,7 +2,9 @@
 // The compiler's kernel choice: for every op, the most preferred registered
 // variant that applies to it. Every op whose faster variant does not apply
 // says why, so the report never hides a slow path (no silent fallbacks).
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/tile_graph.hpp"
@@ -20,6 +22,9 @@ enum class KernelPolicy {
 };
 
 // Sets Operator::kernel of every op in `graph`; returns one entry per op.
-std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy policy);
+// Variants named in `disabled` are never chosen (A/B runs, e.g. tessera
+// compile --no-winograd); the report says they were disabled.
+std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy policy,
+                                         std::span<const std::string_view> disabled = {});
 
 }  // namespace tessera::kernels

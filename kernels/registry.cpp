@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/reference/reference_kernels.hpp"
@@ -78,6 +79,10 @@ constexpr TileKernelVariant kKernelTable[] = {
     // own: kernels/layout_assignment.cpp).
     {OpType::Conv, "cpu.conv_depthwise", cpu::conv_depthwise, nullptr, cpu::conv_depthwise_applies,
      11, kUniformLayout},
+    // 3x3 stride-1 convs where Winograd F(4x4, 3x3) beats the implicit GEMM
+    // (kernels/cpu/conv_winograd.cpp); the report says why it did not apply.
+    {OpType::Conv, "cpu.conv_winograd", cpu::conv_winograd, cpu::prepare_conv_winograd,
+     cpu::conv_winograd_applies, 12, kAnyLayout, /*report_when_skipped=*/true},
     {OpType::Gemm, "cpu.gemm", cpu::gemm, cpu::prepare_gemm, cpu::gemm_applies, 10},
     {OpType::MatMul, "cpu.matmul", cpu::matmul, cpu::prepare_matmul, cpu::matmul_applies, 10},
     // Attention's activation-times-activation products: B packed per tile.

@@ -2,10 +2,14 @@
 // cpu.conv_depthwise) beside the reference kernel on the same tile, in one
 // run, with the speed-up; depthwise in NCHW and NHWC. Weights are prepared (packed) outside the
 // timed loop, as at model load. Each figure is the best of the repetitions, in this thread's CPU
-// time (the machine is shared).
+// time (the machine is shared). The Winograd section times cpu.conv_winograd
+// against cpu.conv_gemm on ResNet-50's 3×3 layers (NHWC, as compiled), in
+// GFLOP/s of the direct conv's FLOPs, with its max error against the
+// reference relative to the largest output.
 //
-//   bench_conv [repetitions]
+//   bench_conv [repetitions] [winograd]   (winograd: that section only)
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "graph/operator.hpp"
+#include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/tile_kernel.hpp"
 
@@ -124,13 +129,116 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
               flops / t_ref * 1e-9, t_ref / t_fast);
 }
 
+// cpu.conv_winograd vs cpu.conv_gemm on one tile of a 3×3 pad-1 conv, NHWC.
+void compare_winograd(const ConvBench& b, int repetitions) {
+  graph::Operator op;
+  op.name = b.label;
+  op.type = graph::OpType::Conv;
+  op.attrs.kernel_shape = {3, 3};
+  op.attrs.strides = {1, 1};
+  op.attrs.dilations = {1, 1};
+  op.attrs.pads = {1, 1, 1, 1};
+  op.attrs.activation = graph::Activation::Relu;
+  const graph::Shape x_shape{1, b.channels, b.size, b.size};
+  const graph::Shape w_shape{b.out_channels, b.channels, 3, 3};
+  const graph::Shape bias_shape{b.out_channels};
+  const graph::Shape y_shape{1, b.out_channels, b.size, b.size};
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto random = [&](const graph::Shape& s, float scale) {
+    std::vector<float> v(static_cast<size_t>(graph::shape_numel(s)));
+    for (float& x : v) x = scale * dist(rng);
+    return v;
+  };
+  // Inputs ≥ 0 (post-ReLU activations) and He-scaled weights, as in ResNet.
+  std::vector<float> x = random(x_shape, 1.0f);
+  for (float& v : x) v = std::abs(v);
+  const std::vector<float> w =
+      random(w_shape, std::sqrt(6.0f / static_cast<float>(9 * b.channels)));
+  const std::vector<float> bias = random(bias_shape, 0.1f);
+  const graph::Layout nhwc = graph::Layout::NHWC;
+  std::vector<float> x_nhwc(x.size());
+  for (int64_t c = 0; c < b.channels; ++c)
+    for (int64_t p = 0; p < b.size * b.size; ++p)
+      x_nhwc[static_cast<size_t>(p * b.channels + c)] =
+          x[static_cast<size_t>(c * b.size * b.size + p)];
+  const size_t y_numel = static_cast<size_t>(graph::shape_numel(y_shape));
+  std::vector<float> y_ref(y_numel), y_gemm(y_numel), y_wino(y_numel);
+  const kernels::ConstTensorView ref_inputs[] = {
+      {x.data(), &x_shape}, {w.data(), &w_shape}, {bias.data(), &bias_shape}};
+  const kernels::ConstTensorView inputs[] = {
+      {x_nhwc.data(), &x_shape, nhwc}, {w.data(), &w_shape}, {bias.data(), &bias_shape}};
+  const kernels::ConstTensorView constant_views[] = {
+      {nullptr, &x_shape}, {w.data(), &w_shape}, {bias.data(), &bias_shape}};
+  const std::span<const kernels::ConstTensorView> constants(constant_views);
+  const graph::Region tile{{0, 0, b.row_begin, 0}, {1, b.out_channels, b.row_end, b.size}};
+  const double flops =
+      2.0 * static_cast<double>(tile.numel()) * static_cast<double>(b.channels * 9);
+  const auto* gemm = kernels::find_tile_kernel_variant(graph::OpType::Conv, "cpu.conv_gemm");
+  const auto* wino = kernels::find_tile_kernel_variant(graph::OpType::Conv, "cpu.conv_winograd");
+  const auto* reference = kernels::find_tile_kernel_variant(graph::OpType::Conv, "reference");
+  if (auto why = kernels::cpu::conv_winograd_supports(op, constants)) {
+    std::fprintf(stderr, "cpu.conv_winograd cannot run %s: %s\n", b.label, why->c_str());
+    std::exit(1);
+  }
+  const kernels::PreparedOp gemm_prepared = gemm->prepare(op, constants);
+  const kernels::PreparedOp wino_prepared = wino->prepare(op, constants);
+  kernels::TileArgs args{.op = &op,
+                         .inputs = ref_inputs,
+                         .input_count = 3,
+                         .output = {y_ref.data(), &y_shape},
+                         .region = &tile};
+  reference->run(args);
+  args.inputs = inputs;
+  args.output = {y_gemm.data(), &y_shape, nhwc};
+  args.prepared = gemm_prepared.get();
+  const double t_gemm = best_seconds(*gemm, args, repetitions);
+  args.output = {y_wino.data(), &y_shape, nhwc};
+  args.prepared = wino_prepared.get();
+  const double t_wino = best_seconds(*wino, args, repetitions);
+  // Error of each against the reference, relative to the largest output.
+  double max_ref = 0, err_gemm = 0, err_wino = 0;
+  const int64_t plane = b.size * b.size;
+  for (int64_t c = 0; c < b.out_channels; ++c)
+    for (int64_t p = b.row_begin * b.size; p < b.row_end * b.size; ++p) {
+      const double ref = y_ref[static_cast<size_t>(c * plane + p)];
+      const size_t at = static_cast<size_t>(p * b.out_channels + c);
+      max_ref = std::max(max_ref, std::abs(ref));
+      err_gemm = std::max(err_gemm, std::abs(y_gemm[at] - ref));
+      err_wino = std::max(err_wino, std::abs(y_wino[at] - ref));
+    }
+  std::printf(
+      "%-40s gemm %8.3f ms %6.1f GFLOP/s | winograd %8.3f ms %6.1f GFLOP/s | x%.2f | "
+      "max err/max|y| gemm %.1e winograd %.1e\n",
+      b.label, t_gemm * 1e3, flops / t_gemm * 1e-9, t_wino * 1e3, flops / t_wino * 1e-9,
+      t_gemm / t_wino, err_gemm / max_ref, err_wino / max_ref);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int repetitions = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  const bool winograd_only = argc > 2 && std::string(argv[2]) == "winograd";
   std::printf(
       "bench_conv: %s, 1 thread, SGEMM ISA %s, best of %d, fused ReLU, fp32\n", cpu_model().c_str(),
       std::string(kernels::cpu::gemm_isa_name(kernels::cpu::gemm_isa())).c_str(), repetitions);
+  // ResNet-50's 3×3 stride-1 layers, whole and as the tiler's two tiles
+  // per image at 1 thread (half the rows), and a 4-thread tile (a quarter).
+  const ConvBench resnet[] = {
+      {"56x56 64->64, whole", 64, 64, 56, 3, 1, 0, 56},
+      {"56x56 64->64, rows 0:28", 64, 64, 56, 3, 1, 0, 28},
+      {"28x28 128->128, whole", 128, 128, 28, 3, 1, 0, 28},
+      {"28x28 128->128, rows 14:28", 128, 128, 28, 3, 1, 14, 28},
+      {"28x28 128->128, rows 7:14", 128, 128, 28, 3, 1, 7, 14},
+      {"14x14 256->256, whole", 256, 256, 14, 3, 1, 0, 14},
+      {"14x14 256->256, rows 7:14", 256, 256, 14, 3, 1, 7, 14},
+      {"14x14 256->256, rows 4:7", 256, 256, 14, 3, 1, 4, 7},
+      {"7x7 512->512, whole", 512, 512, 7, 3, 1, 0, 7},
+      {"7x7 512->512, rows 0:4", 512, 512, 7, 3, 1, 0, 4},
+      {"7x7 512->512, rows 4:7", 512, 512, 7, 3, 1, 4, 7},
+  };
+  for (const ConvBench& b : resnet) compare_winograd(b, repetitions);
+  if (winograd_only) return 0;
   const ConvBench convs[] = {
       {"64x64 128->128 3x3, tile of 8 rows", 128, 128, 64, 3, 1, 24, 32},
       {"56x56 64->64 3x3, whole conv", 64, 64, 56, 3, 1, 0, 56},

@@ -469,6 +469,18 @@ def net_resnet(rng, batch):
   return b.model([out], 15, "resnet"), b.input_values
 
 
+def net_resnet_wide(rng, batch):
+  """3x3 stride-1 convs wide and large enough for cpu.conv_winograd (C >= 32,
+  maps >= 28x28), an identity block with its residual Add fused into the conv."""
+  b = GraphBuilder(rng)
+  x = b.input([batch, 32, 29, 30], name="data")
+  x = b.node("Relu", [conv_bn(b, x, 32, 32, 3)])
+  y = b.node("Relu", [conv_bn(b, x, 32, 48, 3)])
+  y = conv_bn(b, y, 48, 32, 3)
+  out = b.node("Relu", [b.node("Add", [y, x])], out_names=["resnet_wide_out"])
+  return b.model([out], 15, "resnet_wide"), b.input_values
+
+
 def net_inception(rng, batch):
   b = GraphBuilder(rng)
   x = b.input([batch, 6, 13, 11], name="x")
@@ -533,6 +545,7 @@ def net_mlp(rng, batch):
 NETWORKS = {
     "net_a_conv_bn_relu_maxpool": net_conv_bn_relu,
     "net_b_resnet": net_resnet,
+    "net_b2_resnet_wide": net_resnet_wide,
     "net_c_inception": net_inception,
     "net_d_mobilenet": net_mobilenet,
     "net_e_classifier_head": net_classifier_head,

@@ -25,6 +25,7 @@
 
 #include "graph/operator.hpp"
 #include "graph/region.hpp"
+#include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/tile_kernel.hpp"
@@ -139,8 +140,12 @@ struct IsaGuard {
 };
 
 // Runs `variant_name` on the case under every ISA, tile by tile, and
-// compares with the reference kernel.
-void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed) {
+// compares with the reference kernel. `tolerance_scale` widens the bound for
+// variants that round more by design (Winograd's transforms);
+// `require_applies` false skips applies() for variants whose applies() adds
+// a speed rule on top of what they can compute (the test checks that part).
+void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed,
+                double tolerance_scale = 1.0, bool require_applies = true) {
   INFO(variant_name, " seed ", seed, ": ", describe(c));
   const TileKernelVariant* variant = kernels::find_tile_kernel_variant(c.op.type, variant_name);
   const TileKernelVariant* reference = kernels::find_tile_kernel_variant(c.op.type, "reference");
@@ -163,7 +168,7 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed) {
     variant_views[i] = {physical[i].data(), &c.inputs[i], input_layout(c, i)};
     prepare_views[i] = {c.constant[i] ? data[i].data() : nullptr, &c.inputs[i], input_layout(c, i)};
   }
-  if (variant->applies) {
+  if (variant->applies && require_applies) {
     const std::optional<std::string> why = variant->applies(c.op, prepare_views);
     REQUIRE_MESSAGE(!why, "applies() refused: ", why.value_or(""));
   }
@@ -185,7 +190,8 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed) {
   double extra = 1.0;
   if (data.size() > 2) extra += 1.25 * max_abs(data[2]);
   if (data.size() > 3) extra += max_abs(data[3]);  // a fused residual
-  const double tol = 4.0 * std::numeric_limits<float>::epsilon() * (product + extra);
+  const double tol =
+      4.0 * tolerance_scale * std::numeric_limits<float>::epsilon() * (product + extra);
 
   IsaGuard guard;
   for (cpu::GemmIsa isa : supported_isas()) {
@@ -951,7 +957,7 @@ TEST_CASE("the CPU variants are registered above the reference") {
 // history (size, alignment, stale contents) of its per-thread scratch: the
 // dataflow executor promises bitwise-identical outputs for any thread count.
 TEST_CASE("conv variants give bitwise-identical tiles whatever ran on the thread before") {
-  for (const char* name : {"cpu.conv_depthwise", "cpu.conv_gemm"}) {
+  for (const char* name : {"cpu.conv_depthwise", "cpu.conv_gemm", "cpu.conv_winograd"}) {
     INFO(name);
     const bool depthwise = std::string(name) == "cpu.conv_depthwise";
     graph::Operator op;
@@ -993,6 +999,155 @@ TEST_CASE("conv variants give bitwise-identical tiles whatever ran on the thread
     CHECK(std::memcmp(first.data(), fresh.data(), first.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(first.data(), later.data(), first.size() * sizeof(float)) == 0);
   }
+}
+
+// cpu.conv_winograd (F(4×4, 3×3)): its transforms scale values by up to
+// 10·10 on the way in and 19·19 on the way out (the rows of B^T and A^T), so
+// it rounds more than a direct sum. On ResNet-50's layers its max error is
+// 2-4× conv_gemm's (bench_conv ... winograd); 16× the direct bound leaves
+// headroom for the unlucky random shapes here without hiding a wrong
+// transform (which errs by O(1), not O(eps)).
+constexpr double kWinogradToleranceScale = 16.0;
+
+ConvSpec random_winograd_spec(std::mt19937_64& rng) {
+  ConvSpec s;
+  s.batch = pick<int64_t>(rng, {1, 1, 2});
+  s.channels = pick<int64_t>(rng, {1, 2, 3, 5, 7, 13, 17, 33, 64});
+  s.out_channels = pick<int64_t>(rng, {1, 3, 5, 16, 17, 31, 67, 130});
+  s.k_h = s.k_w = 3;
+  s.in_h = 1 + static_cast<int64_t>(rng() % 13);
+  s.in_w = 1 + static_cast<int64_t>(rng() % 13);
+  s.pad_top = static_cast<int64_t>(rng() % 3);
+  s.pad_left = static_cast<int64_t>(rng() % 3);
+  s.pad_bottom = static_cast<int64_t>(rng() % 3);
+  s.pad_right = static_cast<int64_t>(rng() % 3);
+  s.bias = rng() % 3 != 0;
+  s.activation =
+      pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
+  s.residual = rng() % 3 == 0;
+  return s;
+}
+
+void check_winograd_case(const OpCase& c, uint64_t seed) {
+  std::vector<ConstTensorView> views;
+  std::vector<float> dummy(1 << 16);
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    views.push_back({c.constant[i] ? dummy.data() : nullptr, &c.inputs[i]});
+  const std::optional<std::string> why = cpu::conv_winograd_supports(c.op, views);
+  REQUIRE_MESSAGE(!why, describe(c), ": ", why.value_or(""));
+  check_case("cpu.conv_winograd", c, seed, kWinogradToleranceScale, /*require_applies=*/false);
+}
+
+TEST_CASE("cpu.conv_winograd matches the reference conv") {
+  uint64_t seed = base_seed() * 7919u + 3001;
+  const ConvSpec p1{
+      .k_h = 3, .k_w = 3, .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1};
+  auto with = [](ConvSpec s, auto&& edit) {
+    edit(s);
+    return s;
+  };
+  const std::pair<const char*, ConvSpec> named[] = {
+      {"1x1 image, pad 1", with(p1, [](ConvSpec& s) { s.out_channels = 3; })},
+      {"ResNet-like 64 -> 64 at 14x14, residual, relu", with(p1,
+                                                             [](ConvSpec& s) {
+                                                               s.channels = s.out_channels = 64;
+                                                               s.in_h = s.in_w = 14;
+                                                               s.residual = true;
+                                                               s.activation = Activation::Relu;
+                                                             })},
+      {"C 130 OC 67, 9x11 (partial blocks), no pad", with(p1,
+                                                          [](ConvSpec& s) {
+                                                            s.channels = 130;
+                                                            s.out_channels = 67;
+                                                            s.in_h = 9;
+                                                            s.in_w = 11;
+                                                            s.pad_top = s.pad_left = s.pad_bottom =
+                                                                s.pad_right = 0;
+                                                          })},
+      {"pad 2 on every side, 5x4", with(p1,
+                                        [](ConvSpec& s) {
+                                          s.channels = 17;
+                                          s.out_channels = 16;
+                                          s.in_h = 5;
+                                          s.in_w = 4;
+                                          s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = 2;
+                                        })},
+      {"24x24: several chunks of blocks", with(p1,
+                                               [](ConvSpec& s) {
+                                                 s.channels = 256;
+                                                 s.out_channels = 260;
+                                                 s.in_h = s.in_w = 24;
+                                                 s.batch = 2;
+                                               })},
+  };
+  for (const auto& [name, spec] : named) {
+    std::optional<OpCase> c = conv_case(spec, name);
+    REQUIRE(c.has_value());
+    check_winograd_case(*c, seed++);
+    std::mt19937_64 rng(seed);
+    randomise_layouts(*c, rng, /*uniform=*/false);
+    check_winograd_case(*c, seed++);
+  }
+  std::mt19937_64 rng(base_seed() + 3011);
+  for (int i = 0; i < 200;) {
+    std::optional<OpCase> c = conv_case(random_winograd_spec(rng), "random");
+    if (!c) continue;
+    randomise_layouts(*c, rng, /*uniform=*/false);
+    check_winograd_case(*c, seed++);
+    ++i;
+  }
+}
+
+TEST_CASE("cpu.conv_winograd says which convs it cannot compute") {
+  const ConvSpec base{.channels = 4, .out_channels = 6, .in_h = 8, .in_w = 8, .k_h = 3, .k_w = 3};
+  CHECK_FALSE(applies("cpu.conv_gemm", *conv_case(base, "3x3")).has_value());
+  std::vector<float> dummy(1024);
+  auto supports = [&](const OpCase& c) {
+    std::vector<ConstTensorView> views;
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      views.push_back({c.constant[i] ? dummy.data() : nullptr, &c.inputs[i]});
+    return cpu::conv_winograd_supports(c.op, views);
+  };
+  CHECK_FALSE(supports(*conv_case(base, "3x3")).has_value());
+  ConvSpec s = base;
+  s.k_h = 5;
+  check_reason(supports(*conv_case(s, "5x3")), "is not 3x3");
+  s = base;
+  s.stride_w = 2;
+  check_reason(supports(*conv_case(s, "stride 2")), "stride is not 1");
+  s = base;
+  s.dilation_h = 2;
+  check_reason(supports(*conv_case(s, "dilated")), "dilation is not 1");
+  s = base;
+  s.group = 2;
+  check_reason(supports(*conv_case(s, "grouped")), "groups > 1");
+  s = base;
+  s.one_d = true;
+  s.k_h = 1;
+  check_reason(supports(*conv_case(s, "1-D")), "not a 2-D conv");
+  OpCase runtime_weights = *conv_case(base, "runtime weights");
+  runtime_weights.constant[1] = false;
+  check_reason(supports(runtime_weights), "weights are not constant");
+  // The registry's applies() (supports + the speed rule) explains itself too.
+  check_reason(applies("cpu.conv_winograd", *conv_case(s, "1-D")), "not a 2-D conv");
+  ConvSpec fits{.channels = 32,
+                .out_channels = 48,
+                .in_h = 28,
+                .in_w = 30,
+                .k_h = 3,
+                .k_w = 3,
+                .pad_top = 1,
+                .pad_left = 1,
+                .pad_bottom = 1,
+                .pad_right = 1};
+  CHECK_FALSE(applies("cpu.conv_winograd", *conv_case(fits, "fits")).has_value());
+  ConvSpec small_map = fits;
+  small_map.in_h = 14;
+  check_reason(applies("cpu.conv_winograd", *conv_case(small_map, "14 rows")), "is below 28x28");
+  ConvSpec narrow = fits;
+  narrow.channels = 16;
+  check_reason(applies("cpu.conv_winograd", *conv_case(narrow, "16 channels")),
+               "the transforms cost more");
 }
 
 }  // namespace

@@ -1,0 +1,341 @@
+// "cpu.conv_winograd" (conv_winograd.hpp): Winograd F(4×4, 3×3) per tile.
+//
+// A tile's output rows × columns are covered by 4×4 blocks from the tile's
+// first row and column (not a grid fixed by the image: the tiler's row
+// splits are not multiples of 4, and a fixed grid would compute up to two
+// extra block rows per tile); blocks that overhang the region are computed
+// whole and only their pixels inside the region are stored. So a pixel's
+// bits depend on where its tile starts (within the Winograd tolerance), as
+// a compiled model's tiling is fixed, its outputs do not vary by run or
+// thread count. Blocks go in chunks of at most `max_blocks`, per
+// chunk:
+//  1. input transform: each block's 6×6 patch (NHWC: pointers to C-runs of
+//     the input, a zero run where it overhangs the image; NCHW: gathered
+//     first) becomes V[e][block][C], e = 0..35;
+//  2. 36 GEMMs M[e] = V[e] · U[e], [blocks, C] · [C, OC], on gemm_tile()
+//     with U[e] packed at prepare;
+//  3. output transform per block and the epilogue (bias, residual,
+//     activation: conv_gemm's order), stored straight into Y.
+// All scratch is per thread and bounded by the chunk, never whole tensors.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "graph/error.hpp"
+#include "kernels/cpu/conv_winograd.hpp"
+#include "kernels/cpu/dense_ops.hpp"
+
+namespace tessera::kernels::cpu {
+namespace {
+
+constexpr std::string_view kVariant = "cpu.conv_winograd";
+constexpr int kTileElements = 36;  // 6×6 transformed elements per block
+constexpr int64_t kBlockSize = 4;  // output pixels per block side
+
+// V and M of one chunk hold at most this many floats (4 MiB): enough blocks
+// per chunk that each packed U[e] streamed from L3 serves many rows.
+constexpr int64_t kChunkScratchFloats = int64_t{1} << 20;
+constexpr int64_t kMinChunkBlocks = 8;
+constexpr int64_t kMaxChunkBlocks = 256;
+
+// conv_winograd_applies()'s speed rule (measurements there).
+constexpr int64_t kMinWinogradSide = 28;
+constexpr int64_t kMinWinogradChannels = 32;
+
+struct WinogradPrepared {
+  std::vector<PackedMatrix> u;  // U[e] as B [C, OC], e = 0..35
+  ConvGeometry geometry;
+  WinogradInputTransform input_transform = nullptr;
+  WinogradOutputTransform output_transform = nullptr;
+};
+
+struct WinogradScratch {
+  std::vector<float> v;      // V [36][blocks][C]
+  std::vector<float> m;      // M [36][blocks][oc1]
+  std::vector<float> patch;  // an NCHW block's gathered 6×6 patch [36][C]
+  std::vector<float> zeros;  // C zeros: the taps that lie in the padding
+  std::vector<float> block;  // one block's transformed output [16][oc1 - oc0]
+  std::vector<float> pixel;  // one pixel's channels before the store
+};
+
+WinogradScratch& thread_scratch() {
+  thread_local WinogradScratch scratch;
+  return scratch;
+}
+
+float* grown(std::vector<float>& buffer, int64_t floats) {
+  if (static_cast<int64_t>(buffer.size()) < floats) buffer.resize(static_cast<size_t>(floats));
+  return buffer.data();
+}
+
+std::optional<std::string> supports_with(const graph::Operator& op,
+                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
+  if (auto why = conv_gemm_applies(op, inputs)) return why;
+  if (auto why = conv_geometry(op, *inputs[0].shape, *inputs[1].shape, g)) return why;
+  if (g.rank != 4) return "not a 2-D conv";
+  if (g.k_h != 3 || g.k_w != 3)
+    return "kernel " + std::to_string(g.k_h) + "x" + std::to_string(g.k_w) + " is not 3x3";
+  if (g.stride_h != 1 || g.stride_w != 1) return "stride is not 1";
+  if (g.dilation_h != 1 || g.dilation_w != 1) return "dilation is not 1";
+  return std::nullopt;
+}
+
+bool is_nhwc(graph::Layout layout) {
+  return layout == graph::Layout::NHWC;
+}
+
+// U[e][c][oc] = (G·g·G^T)[e] for the 3×3 kernel g of (oc, c), in double.
+std::vector<float> transform_weights(const float* w, int64_t channels, int64_t out_channels) {
+  static constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
+                                      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                      {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                      {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                      {0, 0, 1}};
+  std::vector<float> u(static_cast<size_t>(kTileElements * channels * out_channels));
+  for (int64_t oc = 0; oc < out_channels; ++oc)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* g = w + (oc * channels + c) * 9;
+      double gg[6][3];  // G·g
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 3; ++j)
+          gg[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+          const double value = gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2];
+          u[static_cast<size_t>(((i * 6 + j) * channels + c) * out_channels + oc)] =
+              static_cast<float>(value);
+        }
+    }
+  return u;
+}
+
+// The epilogue on one pixel's channels [oc0, oc1): x += bias; x += residual;
+// x = activation(x) (GemmResidual::kBeforeActivation, as in conv_gemm), then
+// the store. y and residual are strided by channel (1 in NHWC, H·W in NCHW).
+struct PixelEpilogue {
+  const float* bias = nullptr;  // at oc0
+  GemmActivation activation = GemmActivation::kNone;
+  GemmEpilogue scalar;  // the activation alone, for apply_epilogue_scalar
+};
+
+void finish_pixel(const PixelEpilogue& ep, const float* acc, int64_t count, float* work,
+                  const float* residual, int64_t residual_stride, float* y, int64_t y_stride) {
+  for (int64_t j = 0; j < count; ++j) work[j] = acc[j];
+  if (ep.bias)
+    for (int64_t j = 0; j < count; ++j) work[j] += ep.bias[j];
+  if (residual) {
+    if (residual_stride == 1)
+      for (int64_t j = 0; j < count; ++j) work[j] += residual[j];
+    else
+      for (int64_t j = 0; j < count; ++j) work[j] += residual[j * residual_stride];
+  }
+  switch (ep.activation) {
+    case GemmActivation::kNone:
+      break;
+    case GemmActivation::kRelu:
+      for (int64_t j = 0; j < count; ++j) work[j] = std::max(work[j], 0.0f);
+      break;
+    default:
+      for (int64_t j = 0; j < count; ++j) work[j] = apply_epilogue_scalar(work[j], ep.scalar, 0, 0);
+      break;
+  }
+  if (y_stride == 1)
+    std::memcpy(y, work, static_cast<size_t>(count) * sizeof(float));
+  else
+    for (int64_t j = 0; j < count; ++j) y[j * y_stride] = work[j];
+}
+
+struct TileBounds {
+  int64_t n = 0, oc0 = 0, oc1 = 0, oh0 = 0, oh1 = 0, ow0 = 0, ow1 = 0;
+  int64_t blocks_w = 0;  // block columns of the region
+};
+
+// Blocks [first, first + count) of the region (row-major over its block
+// rows × block columns) of image n.
+void run_chunk(const TileArgs& args, const WinogradPrepared& prep, const TileBounds& tb,
+               int64_t first, int64_t count, const PixelEpilogue& epilogue) {
+  const ConvGeometry& g = prep.geometry;
+  WinogradScratch& scratch = thread_scratch();
+  const int64_t c = g.channels, oc = g.out_channels, ocs = tb.oc1 - tb.oc0;
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  const ConstTensorView& x = args.inputs[0];
+  const bool x_nhwc = is_nhwc(x.layout);
+  const float* image = x.data + tb.n * c * in_plane;
+  float* v = grown(scratch.v, kTileElements * count * c);
+  float* m = grown(scratch.m, kTileElements * count * tb.oc1);
+  const float* zeros = grown(scratch.zeros, c);
+  std::fill(scratch.zeros.begin(), scratch.zeros.begin() + c, 0.0f);
+
+  // 1. V = B^T·d·B per block.
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t block = first + t;
+    const int64_t ih0 = tb.oh0 + (block / tb.blocks_w) * kBlockSize - g.pad_top;
+    const int64_t iw0 = tb.ow0 + (block % tb.blocks_w) * kBlockSize - g.pad_left;
+    const float* taps[kTileElements];
+    float* patch = x_nhwc ? nullptr : grown(scratch.patch, kTileElements * c);
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j) {
+        const int64_t ih = ih0 + i, iw = iw0 + j;
+        const bool inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
+        if (!inside) {
+          taps[i * 6 + j] = zeros;
+        } else if (x_nhwc) {
+          taps[i * 6 + j] = image + (ih * g.in_w + iw) * c;
+        } else {
+          float* dst = patch + (i * 6 + j) * c;
+          const float* src = image + ih * g.in_w + iw;
+          for (int64_t ch = 0; ch < c; ++ch) dst[ch] = src[ch * in_plane];
+          taps[i * 6 + j] = dst;
+        }
+      }
+    prep.input_transform(taps, c, v + t * c, count * c);
+  }
+
+  // 2. The 36 element-wise products over channels, as GEMMs.
+  const GemmTile tile{.m0 = 0, .m1 = count, .n0 = tb.oc0, .n1 = tb.oc1};
+  for (int e = 0; e < kTileElements; ++e)
+    gemm_tile(v + e * count * c, c, prep.u[static_cast<size_t>(e)], m + e * count * tb.oc1, tb.oc1,
+              tile);
+
+  // 3. Y = A^T·M·A per block, the epilogue and the store of its pixels
+  // inside the region.
+  const bool y_nhwc = is_nhwc(args.output.layout);
+  const ConstTensorView* residual = args.input_count == 4 ? &args.inputs[3] : nullptr;
+  const bool r_nhwc = residual && is_nhwc(residual->layout);
+  float* out_block = grown(scratch.block, 16 * ocs);
+  float* work = grown(scratch.pixel, ocs);
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t block = first + t;
+    const int64_t oh_base = tb.oh0 + (block / tb.blocks_w) * kBlockSize;
+    const int64_t ow_base = tb.ow0 + (block % tb.blocks_w) * kBlockSize;
+    prep.output_transform(m + t * tb.oc1 + tb.oc0, count * tb.oc1, ocs, out_block, ocs);
+    for (int64_t r = 0; r < kBlockSize; ++r) {
+      const int64_t oh = oh_base + r;
+      if (oh >= tb.oh1) continue;
+      for (int64_t s = 0; s < kBlockSize; ++s) {
+        const int64_t ow = ow_base + s;
+        if (ow >= tb.ow1) continue;
+        const int64_t pixel = oh * g.out_w + ow;
+        float* y = y_nhwc ? args.output.data + (tb.n * out_plane + pixel) * oc + tb.oc0
+                          : args.output.data + (tb.n * oc + tb.oc0) * out_plane + pixel;
+        const float* res = nullptr;
+        if (residual)
+          res = r_nhwc ? residual->data + (tb.n * out_plane + pixel) * oc + tb.oc0
+                       : residual->data + (tb.n * oc + tb.oc0) * out_plane + pixel;
+        finish_pixel(epilogue, out_block + (r * kBlockSize + s) * ocs, ocs, work, res,
+                     r_nhwc ? 1 : out_plane, y, y_nhwc ? 1 : out_plane);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> conv_winograd_supports(const graph::Operator& op,
+                                                  std::span<const ConstTensorView> inputs) {
+  ConvGeometry g;
+  return supports_with(op, inputs, g);
+}
+
+std::optional<std::string> conv_winograd_applies(const graph::Operator& op,
+                                                 std::span<const ConstTensorView> inputs) {
+  ConvGeometry g;
+  if (auto why = supports_with(op, inputs, g)) return why;
+  // Where it is faster than cpu.conv_gemm. Tiles alone (`bench_conv 3
+  // winograd`, 1 thread, AVX-512, ResNet-50's layers, weights hot in cache):
+  // x1.4 to x2.4 on tiles of 7 to 28 rows of 56×56×64, 28×28×128 and
+  // 14×14×256, x0.6 to x0.8 on tiles of 3 or 4 rows of 14×14×256 and
+  // 7×7×512: with that few 4×4 blocks per tile the 36 transformed weight
+  // matrices (4× the direct conv's weights) serve little reuse. The tiler
+  // cuts an image into up to 2 tiles per thread, so at 2 threads 14×14 maps
+  // get 3-4 row tiles; whole ResNet-50 (tessera run, medians of 15, shared
+  // machine) was ~7% faster than without Winograd at 1 thread with maps
+  // ≥ 14×14 or ≥ 28×28, but ~8% slower at 2 threads with ≥ 14×14 and on
+  // par or slightly faster with ≥ 28×28: hence 28. Below 32 channels the
+  // transforms weigh more than the GEMMs they shrink.
+  if (g.out_h < kMinWinogradSide || g.out_w < kMinWinogradSide)
+    return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) + " is below " +
+           std::to_string(kMinWinogradSide) + "x" + std::to_string(kMinWinogradSide) +
+           " (too few 4x4 blocks per tile to win)";
+  if (g.channels < kMinWinogradChannels || g.out_channels < kMinWinogradChannels)
+    return std::to_string(g.channels) + " -> " + std::to_string(g.out_channels) +
+           " channels: below " + std::to_string(kMinWinogradChannels) +
+           " the transforms cost more than Winograd saves";
+  return std::nullopt;
+}
+
+PreparedOp prepare_conv_winograd(const graph::Operator& op,
+                                 std::span<const ConstTensorView> inputs) {
+  auto prep = std::make_shared<WinogradPrepared>();
+  if (auto why = supports_with(op, inputs, prep->geometry)) fail_op(kVariant, &op, *why);
+  const ConvGeometry& g = prep->geometry;
+  const std::vector<float> u = transform_weights(inputs[1].data, g.channels, g.out_channels);
+  const GemmMicrokernel& kernel = gemm_microkernel_for_columns(g.out_channels);
+  prep->u.reserve(kTileElements);
+  for (int e = 0; e < kTileElements; ++e)
+    prep->u.push_back(pack_b(u.data() + e * g.channels * g.out_channels, g.channels, g.out_channels,
+                             g.out_channels, /*transposed=*/false, kernel));
+  // The transforms of the ISA the weights were packed for (set_gemm_isa()
+  // forces one, as for the GEMM).
+  switch (kernel.isa) {
+    case GemmIsa::kAvx512:
+      prep->input_transform = winograd_input_transform_avx512;
+      prep->output_transform = winograd_output_transform_avx512;
+      break;
+    case GemmIsa::kAvx2:
+      prep->input_transform = winograd_input_transform_avx2;
+      prep->output_transform = winograd_output_transform_avx2;
+      break;
+    case GemmIsa::kPortable:
+      prep->input_transform = winograd_input_transform_portable;
+      prep->output_transform = winograd_output_transform_portable;
+      break;
+  }
+  return prep;
+}
+
+void conv_winograd(const TileArgs& args) {
+  check_dense_tile_args(kVariant, args, 2, args.op && args.op->attrs.fused_residual ? 4 : 3,
+                        /*needs_prepared=*/true);
+  const auto& prep = *static_cast<const WinogradPrepared*>(args.prepared);
+  const ConvGeometry& g = prep.geometry;
+  const graph::Shape& x_shape = *args.inputs[0].shape;
+  const graph::Shape& y_shape = *args.output.shape;
+  const graph::Shape expected_x{x_shape.empty() ? 0 : x_shape[0], g.channels, g.in_h, g.in_w};
+  const graph::Shape expected_y{x_shape.empty() ? 0 : x_shape[0], g.out_channels, g.out_h, g.out_w};
+  if (x_shape != expected_x || y_shape != expected_y)
+    fail_op(kVariant, args.op,
+            "shapes differ from the prepared ones (input " + graph::shape_to_string(x_shape) +
+                ", output " + graph::shape_to_string(y_shape) + ")");
+  if (args.input_count == 4 && *args.inputs[3].shape != y_shape)
+    fail_op(kVariant, args.op,
+            "residual shape " + graph::shape_to_string(*args.inputs[3].shape) +
+                " differs from the output shape " + graph::shape_to_string(y_shape));
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+
+  TileBounds tb;
+  tb.oc0 = r.begin[1], tb.oc1 = r.end[1];
+  tb.oh0 = r.begin[2], tb.oh1 = r.end[2];
+  tb.ow0 = r.begin[3], tb.ow1 = r.end[3];
+  const int64_t blocks_h = (tb.oh1 - tb.oh0 + kBlockSize - 1) / kBlockSize;
+  tb.blocks_w = (tb.ow1 - tb.ow0 + kBlockSize - 1) / kBlockSize;
+  const int64_t blocks = blocks_h * tb.blocks_w;
+  const int64_t max_blocks =
+      std::clamp(kChunkScratchFloats / (kTileElements * (g.channels + tb.oc1)), kMinChunkBlocks,
+                 kMaxChunkBlocks);
+
+  PixelEpilogue epilogue;
+  epilogue.bias = args.input_count >= 3 ? args.inputs[2].data + tb.oc0 : nullptr;
+  epilogue.activation = gemm_activation(args.op->attrs.activation);
+  epilogue.scalar = GemmEpilogue{.activation = epilogue.activation,
+                                 .clip_min = args.op->attrs.clip_min,
+                                 .clip_max = args.op->attrs.clip_max};
+  for (tb.n = r.begin[0]; tb.n < r.end[0]; ++tb.n)
+    for (int64_t first = 0; first < blocks; first += max_blocks)
+      run_chunk(args, prep, tb, first, std::min(max_blocks, blocks - first), epilogue);
+}
+
+}  // namespace tessera::kernels::cpu

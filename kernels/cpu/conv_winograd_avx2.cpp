@@ -1,0 +1,10 @@
+// The AVX2 + FMA instance of the Winograd transforms (conv_winograd_impl.hpp);
+// kernels/CMakeLists.txt gives this file, and only this file, the ISA's
+// flags. conv_winograd.cpp calls it only when gemm_isa() names the ISA.
+#include "kernels/cpu/conv_winograd_impl.hpp"
+
+namespace tessera::kernels::cpu {
+
+TESSERA_WINOGRAD_TRANSFORMS(avx2)
+
+}  // namespace tessera::kernels::cpu

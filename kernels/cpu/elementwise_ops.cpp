@@ -17,6 +17,7 @@
 
 #include "graph/error.hpp"
 #include "kernels/cpu/simple_ops.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -82,14 +83,18 @@ void for_each_span(const graph::Region& region, const graph::Shape& shape, size_
 
 // How one operand of a binary op maps onto the output (ranks right-aligned).
 struct OperandLayout {
-  enum Kind { kFull, kScalar, kChannel, kOther } kind = kOther;
-  size_t channel_dim = 0;  // kChannel: the one output dim the operand varies along
+  enum Kind { kFull, kScalar, kChannel, kTrailing, kOther } kind = kOther;
+  // kChannel: the one output dim the operand varies along. kTrailing: the
+  // first dim of the output's suffix the operand equals (all 1s before it).
+  size_t dim = 0;
 };
 
-// `last_dim_vector`: an operand varying along the last dim only counts as
-// kChannel (read as a vector per span); off, it is kOther.
-OperandLayout operand_layout(const graph::Shape& in, const graph::Shape& out,
-                             bool last_dim_vector = false) {
+// `trailing`: an operand that is leading 1s followed by exactly the output's
+// trailing dims [t, rank) (a bias [768] against [1,128,768], an attention
+// mask [1,1,1,128] against [1,12,128,128]) counts as kTrailing: read as a
+// vector repeating with period numel(out[t..]). Off, it is kOther (unless it
+// is a kChannel). A single varying last dim is kTrailing, never kChannel.
+OperandLayout operand_layout(const graph::Shape& in, const graph::Shape& out, bool trailing) {
   if (in.size() > out.size()) return {};
   const size_t shift = out.size() - in.size();
   std::vector<int64_t> aligned(out.size(), 1);
@@ -103,9 +108,14 @@ OperandLayout operand_layout(const graph::Shape& in, const graph::Shape& out,
     dim = d;
   }
   if (varying == 0) return {OperandLayout::kScalar, 0};
-  if (varying == 1 && (dim + 1 < out.size() || last_dim_vector))
-    return {OperandLayout::kChannel, dim};
-  return {};
+  if (varying == 1 && dim + 1 < out.size()) return {OperandLayout::kChannel, dim};
+  if (!trailing) return {};
+  // The longest suffix equal to the output's; before it, only 1s.
+  size_t t = out.size();
+  while (t > 0 && aligned[t - 1] == out[t - 1]) --t;
+  for (size_t d = 0; d < t; ++d)
+    if (aligned[d] != 1) return {};
+  return {OperandLayout::kTrailing, t};
 }
 
 // ---- layouts ---------------------------------------------------------------
@@ -180,6 +190,11 @@ bool runs_nhwc(const TileArgs& args, std::string_view variant) {
 
 TESSERA_BINARY_SPANS(add, x0 + x1)
 TESSERA_BINARY_SPANS(mul, x0* x1)
+TESSERA_BINARY_SPANS(sub, x0 - x1)
+TESSERA_BINARY_SPANS(div, x0 / x1)
+// ONNX Runtime propagates NaN from either operand (the reference's expression).
+TESSERA_BINARY_SPANS(max, (x0 != x0 || x0 > x1) ? x0 : x1)
+TESSERA_BINARY_SPANS(min, (x0 != x0 || x0 < x1) ? x0 : x1)
 #undef TESSERA_BINARY_SPANS
 
 struct BinarySpans {
@@ -190,15 +205,61 @@ struct BinarySpans {
 
 constexpr std::string_view kBinary = "cpu.binary";
 
-std::optional<std::string> binary_reason(const graph::Operator& op, const graph::Shape& a,
-                                         const graph::Shape& b, const graph::Shape& out) {
-  if (op.type != graph::OpType::Add && op.type != graph::OpType::Mul)
-    return "cpu.binary runs Add and Mul only";
-  for (const graph::Shape* s : {&a, &b})
-    if (operand_layout(*s, out).kind == OperandLayout::kOther)
+std::optional<BinarySpans> binary_spans(graph::OpType type) {
+  switch (type) {
+    case graph::OpType::Add:
+      return BinarySpans{add_vv, add_vs, add_sv};
+    case graph::OpType::Mul:
+      return BinarySpans{mul_vv, mul_vs, mul_sv};
+    case graph::OpType::Sub:
+      return BinarySpans{sub_vv, sub_vs, sub_sv};
+    case graph::OpType::Div:
+      return BinarySpans{div_vv, div_vs, div_sv};
+    case graph::OpType::Max:
+      return BinarySpans{max_vv, max_vs, max_sv};
+    case graph::OpType::Min:
+      return BinarySpans{min_vv, min_vs, min_sv};
+    default:
+      return std::nullopt;
+  }
+}
+
+// The numpy broadcast of the two input shapes (the compiler's shape
+// inference checked they broadcast).
+graph::Shape broadcast_shape(const graph::Shape& a, const graph::Shape& b) {
+  graph::Shape out(std::max(a.size(), b.size()), 1);
+  for (const graph::Shape* s : {&a, &b}) {
+    const size_t shift = out.size() - s->size();
+    for (size_t d = 0; d < s->size(); ++d)
+      if ((*s)[d] != 1) out[d + shift] = (*s)[d];
+  }
+  return out;
+}
+
+// Why the variant cannot run the op (nullopt: it can). `trailing`: the
+// cpu.binary_broadcast variant, which exists for the trailing-dims operands.
+std::optional<std::string> binary_reason(const graph::Operator& op,
+                                         std::span<const ConstTensorView> inputs, bool trailing) {
+  const std::string_view name = trailing ? "cpu.binary_broadcast" : "cpu.binary";
+  if (!binary_spans(op.type))
+    return std::string(name) + " runs Add, Mul, Sub, Div, Max and Min only";
+  if (inputs.size() != 2 || !inputs[0].shape || !inputs[1].shape)
+    return std::string(name) + " needs two inputs with shapes";
+  const graph::Shape& a = *inputs[0].shape;
+  const graph::Shape& b = *inputs[1].shape;
+  const graph::Shape out = broadcast_shape(a, b);
+  bool any_trailing = false;
+  for (const graph::Shape* s : {&a, &b}) {
+    const OperandLayout l = operand_layout(*s, out, trailing);
+    if (l.kind == OperandLayout::kOther)
       return "broadcast pattern " + graph::shape_to_string(*s) + " -> " +
              graph::shape_to_string(out) +
-             " is not same-shape, scalar or one non-last dim: uses the reference";
+             (trailing ? " is not same-shape, scalar, one non-last dim or leading 1s then the "
+                         "output's trailing dims: uses the reference"
+                       : " is not same-shape, scalar or one non-last dim: uses the reference");
+    any_trailing = any_trailing || l.kind == OperandLayout::kTrailing;
+  }
+  if (trailing && !any_trailing) return std::string("no trailing-dims operand: cpu.binary runs it");
   return std::nullopt;
 }
 
@@ -206,68 +267,69 @@ std::optional<std::string> binary_reason(const graph::Operator& op, const graph:
 
 std::optional<std::string> binary_applies(const graph::Operator& op,
                                           std::span<const ConstTensorView> inputs) {
-  if (inputs.size() != 2 || !inputs[0].shape || !inputs[1].shape)
-    return "cpu.binary needs two inputs with shapes";
-  // The output shape is the numpy broadcast of the two (the compiler's
-  // shape inference checked they broadcast).
-  const graph::Shape& a = *inputs[0].shape;
-  const graph::Shape& b = *inputs[1].shape;
-  graph::Shape out(std::max(a.size(), b.size()), 1);
-  for (const graph::Shape* s : {&a, &b}) {
-    const size_t shift = out.size() - s->size();
-    for (size_t d = 0; d < s->size(); ++d)
-      if ((*s)[d] != 1) out[d + shift] = (*s)[d];
-  }
-  return binary_reason(op, a, b, out);
+  return binary_reason(op, inputs, false);
+}
+
+std::optional<std::string> binary_broadcast_applies(const graph::Operator& op,
+                                                    std::span<const ConstTensorView> inputs) {
+  return binary_reason(op, inputs, true);
 }
 
 void binary(const TileArgs& args) {
   check_args(args, kBinary, 2);
-  if (const std::optional<std::string> why =
-          binary_reason(*args.op, *args.inputs[0].shape, *args.inputs[1].shape, *args.output.shape))
-    fail(args, kBinary, *why);
+  const std::optional<BinarySpans> found = binary_spans(args.op->type);
+  if (!found) fail(args, kBinary, "runs Add, Mul, Sub, Div, Max and Min only");
+  const BinarySpans spans = *found;
   const bool nhwc = runs_nhwc(args, kBinary);
-  // In NHWC, everything in physical order (the checks above were logical).
+  // In NHWC, everything in physical order (applies() looked at logical shapes).
   const graph::Shape out = nhwc ? nhwc_physical(*args.output.shape) : *args.output.shape;
   const graph::Shape a_shape = nhwc ? nhwc_physical(*args.inputs[0].shape) : *args.inputs[0].shape;
   const graph::Shape b_shape = nhwc ? nhwc_physical(*args.inputs[1].shape) : *args.inputs[1].shape;
   const graph::Region region = nhwc ? nhwc_physical(*args.region) : *args.region;
-  const OperandLayout la = operand_layout(a_shape, out, nhwc);
-  const OperandLayout lb = operand_layout(b_shape, out, nhwc);
-  if (la.kind == OperandLayout::kOther || lb.kind == OperandLayout::kOther)
-    fail(args, kBinary, "unsupported broadcast pattern");
-  const BinarySpans spans = args.op->type == graph::OpType::Add
-                                ? BinarySpans{add_vv, add_vs, add_sv}
-                                : BinarySpans{mul_vv, mul_vs, mul_sv};
-  // A span must not cross a channel operand's dim.
+  const OperandLayout la = operand_layout(a_shape, out, true);
+  const OperandLayout lb = operand_layout(b_shape, out, true);
+  for (const auto& [l, s] : {std::pair{la, &a_shape}, std::pair{lb, &b_shape}})
+    if (l.kind == OperandLayout::kOther)
+      fail(args, kBinary,
+           "broadcast pattern " + graph::shape_to_string(*s) + " -> " +
+               graph::shape_to_string(out) + (nhwc ? " (NHWC physical order)" : "") +
+               " is not supported; the compiler should have chosen the reference");
+  // A span must not cross a channel operand's dim, nor a trailing operand's
+  // period (then the span lies inside one period).
   size_t min_split = 0;
-  for (const OperandLayout& l : {la, lb})
-    if (l.kind == OperandLayout::kChannel) min_split = std::max(min_split, l.channel_dim + 1);
+  for (const OperandLayout& l : {la, lb}) {
+    if (l.kind == OperandLayout::kChannel) min_split = std::max(min_split, l.dim + 1);
+    if (l.kind == OperandLayout::kTrailing) min_split = std::max(min_split, l.dim);
+  }
+  const std::vector<int64_t> strides = graph::shape_strides(out);
+  auto period_of = [&](const OperandLayout& l) {
+    return l.kind == OperandLayout::kTrailing && !out.empty() ? strides[l.dim - 1] : int64_t{1};
+  };
+  const int64_t a_period = period_of(la), b_period = period_of(lb);
   const float* a = args.inputs[0].data;
   const float* b = args.inputs[1].data;
   float* y = args.output.data;
   // The operand's value for a span: the span's own elements (full), one
-  // value (scalar, channel), or, for a channel along the last dim (NHWC),
-  // the vector of the span's channels.
-  const size_t last = out.size() - 1;
-  auto is_vector = [&](const OperandLayout& l) {
-    return l.kind == OperandLayout::kFull ||
-           (l.kind == OperandLayout::kChannel && l.channel_dim == last);
+  // value (scalar, channel), or the span's part of the repeating vector
+  // (trailing).
+  auto is_vector = [](const OperandLayout& l) {
+    return l.kind == OperandLayout::kFull || l.kind == OperandLayout::kTrailing;
   };
-  auto vector_of = [&](const OperandLayout& l, const float* data, int64_t offset) {
-    return l.kind == OperandLayout::kFull ? data + offset : data + region.begin[last];
+  auto vector_of = [](const OperandLayout& l, const float* data, int64_t offset, int64_t period) {
+    return l.kind == OperandLayout::kFull ? data + offset : data + offset % period;
   };
   auto constant_of = [](const OperandLayout& l, const float* data, const int64_t* index) {
-    return l.kind == OperandLayout::kChannel ? data[index[l.channel_dim]] : data[0];
+    return l.kind == OperandLayout::kChannel ? data[index[l.dim]] : data[0];
   };
   const bool a_vector = is_vector(la), b_vector = is_vector(lb);
   for_each_span(region, out, min_split, [&](const int64_t* index, int64_t offset, int64_t length) {
     if (a_vector && b_vector) {
-      spans.vv(vector_of(la, a, offset), vector_of(lb, b, offset), y + offset, length);
+      spans.vv(vector_of(la, a, offset, a_period), vector_of(lb, b, offset, b_period), y + offset,
+               length);
     } else if (a_vector) {
-      spans.vs(vector_of(la, a, offset), constant_of(lb, b, index), y + offset, length);
+      spans.vs(vector_of(la, a, offset, a_period), constant_of(lb, b, index), y + offset, length);
     } else if (b_vector) {
-      spans.sv(constant_of(la, a, index), vector_of(lb, b, offset), y + offset, length);
+      spans.sv(constant_of(la, a, index), vector_of(lb, b, offset, b_period), y + offset, length);
     } else {
       const float vb = constant_of(lb, b, index);
       spans.sv(constant_of(la, a, index), &vb, y + offset, 1);
@@ -297,13 +359,50 @@ void sigmoid_span(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
 }
 
+// The vector op (vector_ops.hpp) of a unary type, if it has one.
+std::optional<UnaryMath> unary_math_of(const graph::Operator& op) {
+  switch (op.type) {
+    case graph::OpType::Exp:
+      return UnaryMath::kExp;
+    case graph::OpType::Erf:
+      return UnaryMath::kErf;
+    case graph::OpType::Tanh:
+      return UnaryMath::kTanh;
+    case graph::OpType::Gelu:
+      return op.attrs.gelu_tanh ? UnaryMath::kGeluTanh : UnaryMath::kGeluErf;
+    case graph::OpType::Sqrt:
+      return UnaryMath::kSqrt;
+    case graph::OpType::Neg:
+      return UnaryMath::kNeg;
+    case graph::OpType::Abs:
+      return UnaryMath::kAbs;
+    case graph::OpType::Reciprocal:
+      return UnaryMath::kReciprocal;
+    case graph::OpType::LeakyRelu:
+      return UnaryMath::kLeakyRelu;
+    case graph::OpType::HardSigmoid:
+      return UnaryMath::kHardSigmoid;
+    case graph::OpType::HardSwish:
+      return UnaryMath::kHardSwish;
+    default:
+      return std::nullopt;
+  }
+}
+
+bool unary_supported(const graph::Operator& op) {
+  return op.type == graph::OpType::Relu || op.type == graph::OpType::Clip ||
+         op.type == graph::OpType::Sigmoid || unary_math_of(op).has_value();
+}
+
+constexpr const char* kUnaryOps =
+    "cpu.unary runs Relu, Clip, Sigmoid, Exp, Erf, Tanh, Gelu, Sqrt, Neg, Abs, Reciprocal, "
+    "LeakyRelu, HardSigmoid and HardSwish (Log and Softplus have no vector version yet)";
+
 }  // namespace
 
 std::optional<std::string> unary_applies(const graph::Operator& op,
                                          std::span<const ConstTensorView> inputs) {
-  if (op.type != graph::OpType::Relu && op.type != graph::OpType::Clip &&
-      op.type != graph::OpType::Sigmoid)
-    return "cpu.unary runs Relu, Clip and Sigmoid only";
+  if (!unary_supported(op)) return kUnaryOps;
   if (inputs.size() != 1) return "cpu.unary needs exactly one input";
   return std::nullopt;
 }
@@ -321,8 +420,15 @@ void unary(const TileArgs& args) {
   float* y = args.output.data;
   const graph::OpType type = args.op->type;
   const float lo = args.op->attrs.clip_min, hi = args.op->attrs.clip_max;
-  if (type != graph::OpType::Relu && type != graph::OpType::Clip && type != graph::OpType::Sigmoid)
-    fail(args, kUnary, "cpu.unary runs Relu, Clip and Sigmoid only");
+  if (!unary_supported(*args.op)) fail(args, kUnary, kUnaryOps);
+  if (const std::optional<UnaryMath> math = unary_math_of(*args.op)) {
+    const VectorOps& ops = vector_ops();
+    const UnaryMathParams params{args.op->attrs.alpha, args.op->attrs.beta};
+    for_each_span(region, out, 0, [&](const int64_t*, int64_t offset, int64_t length) {
+      ops.unary(*math, x + offset, y + offset, length, params);
+    });
+    return;
+  }
   for_each_span(region, out, 0, [&](const int64_t*, int64_t offset, int64_t length) {
     if (type == graph::OpType::Relu)
       relu_span(x + offset, y + offset, length);
@@ -330,6 +436,60 @@ void unary(const TileArgs& args) {
       clip_span(x + offset, y + offset, length, lo, hi);
     else
       sigmoid_span(x + offset, y + offset, length);
+  });
+}
+
+// ---- pow ---------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kPow = "cpu.pow";
+
+// x^2 and x^3 as products, like ONNX Runtime's Pow for those exponents
+// (GPT-2's GELU decomposition cubes); std::pow rounds once, these twice.
+TESSERA_SIMPLE_CLONES void square_span(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i];
+}
+
+TESSERA_SIMPLE_CLONES void cube_span(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i] * x[i];
+}
+
+}  // namespace
+
+std::optional<std::string> pow_applies(const graph::Operator& op,
+                                       std::span<const ConstTensorView> inputs) {
+  if (op.type != graph::OpType::Pow) return std::string("cpu.pow runs Pow only");
+  if (inputs.size() != 2 || !inputs[0].shape || !inputs[1].shape)
+    return std::string("cpu.pow needs two inputs with shapes");
+  const graph::Shape& e = *inputs[1].shape;
+  if (graph::shape_numel(e) != 1 || e.size() > inputs[0].shape->size() || !inputs[1].data)
+    return std::string("the exponent is not a constant scalar: uses the reference");
+  const float exponent = inputs[1].data[0];
+  if (exponent != 2.0f && exponent != 3.0f)
+    return "exponent " + std::to_string(exponent) + " is not 2 or 3: uses the reference";
+  return std::nullopt;
+}
+
+void pow(const TileArgs& args) {
+  check_args(args, kPow, 2);
+  const std::span<const ConstTensorView> inputs(args.inputs, args.input_count);
+  if (const std::optional<std::string> why = pow_applies(*args.op, inputs)) fail(args, kPow, *why);
+  if (*args.inputs[0].shape != *args.output.shape)
+    fail(args, kPow,
+         "base shape " + graph::shape_to_string(*args.inputs[0].shape) +
+             " differs from output shape " + graph::shape_to_string(*args.output.shape));
+  const bool nhwc = runs_nhwc(args, kPow);
+  const graph::Shape out = nhwc ? nhwc_physical(*args.output.shape) : *args.output.shape;
+  const graph::Region region = nhwc ? nhwc_physical(*args.region) : *args.region;
+  const bool cube = args.inputs[1].data[0] == 3.0f;
+  const float* x = args.inputs[0].data;
+  float* y = args.output.data;
+  for_each_span(region, out, 0, [&](const int64_t*, int64_t offset, int64_t length) {
+    if (cube)
+      cube_span(x + offset, y + offset, length);
+    else
+      square_span(x + offset, y + offset, length);
   });
 }
 

@@ -15,20 +15,37 @@
 
 namespace tessera::kernels::cpu {
 
-// elementwise_ops.cpp — "cpu.binary": Add and Mul where each operand is the
-// output's shape (leading 1s allowed), a scalar (one element), or one
-// non-trivial dim that is not the last, e.g. [C,1,1] against [N,C,H,W].
-// Bitwise equal to the reference.
+// elementwise_ops.cpp — "cpu.binary": Add, Mul, Sub, Div, Max and Min where
+// each operand is the output's shape (leading 1s allowed), a scalar (one
+// element), or one non-trivial dim that is not the last, e.g. [C,1,1]
+// against [N,C,H,W]. Bitwise equal to the reference. Any uniform layout.
+// "cpu.binary_broadcast" (the same kernel; NCHW only, since its operands'
+// periods are logical): as cpu.binary, plus operands that are leading 1s
+// followed by exactly the output's trailing dims, read as a vector repeating
+// along the span (bias [768] -> [1,128,768], mask [1,1,1,128] ->
+// [1,12,128,128]); applies only when there is such an operand.
 void binary(const TileArgs& args);
 std::optional<std::string> binary_applies(const graph::Operator& op,
                                           std::span<const ConstTensorView> inputs);
+std::optional<std::string> binary_broadcast_applies(const graph::Operator& op,
+                                                    std::span<const ConstTensorView> inputs);
 
-// elementwise_ops.cpp — "cpu.unary": Relu, Clip and Sigmoid with input and
-// output of one shape. Bitwise equal to the reference (Sigmoid keeps
-// std::exp, so it gains only the loop overhead).
+// elementwise_ops.cpp — "cpu.unary": Relu, Clip, Sigmoid, Exp, Erf, Tanh,
+// Gelu, Sqrt, Neg, Abs, Reciprocal, LeakyRelu, HardSigmoid and HardSwish
+// with input and output of one shape. Relu, Clip and Sigmoid (std::exp kept,
+// as the fused epilogue) and the algebraic ones are bitwise equal to the
+// reference; Exp, Erf, Tanh and Gelu use vector_math.hpp's polynomials
+// (within 2^-21 relative of the C library; the same bits on every ISA).
 void unary(const TileArgs& args);
 std::optional<std::string> unary_applies(const graph::Operator& op,
                                          std::span<const ConstTensorView> inputs);
+
+// elementwise_ops.cpp — "cpu.pow": Pow with a constant scalar exponent 2 or
+// 3, as x*x and x*x*x (ONNX Runtime's special cases): within 2 ulp of the
+// reference's std::pow, not bitwise.
+void pow(const TileArgs& args);
+std::optional<std::string> pow_applies(const graph::Operator& op,
+                                       std::span<const ConstTensorView> inputs);
 
 // pool_ops.cpp — "cpu.maxpool": 1-D/2-D MaxPool, any kernel, stride,
 // padding and dilation (ceil_mode through the output shape), vectorised over
@@ -44,5 +61,28 @@ std::optional<std::string> max_pool_applies(const graph::Operator& op,
 void global_average_pool(const TileArgs& args);
 std::optional<std::string> global_average_pool_applies(const graph::Operator& op,
                                                        std::span<const ConstTensorView> inputs);
+
+// transformer_ops.cpp — "cpu.softmax": Softmax on any axis (opset 13, and
+// the opset < 13 joint form), vector max / exp-sum / scale over contiguous
+// rows; a strided axis is gathered per row. Within rounding of the reference
+// (vector exp, 16-lane sums); the same bits for every tiling and ISA.
+void softmax(const TileArgs& args);
+std::optional<std::string> softmax_applies(const graph::Operator& op,
+                                           std::span<const ConstTensorView> inputs);
+
+// transformer_ops.cpp — "cpu.layer_norm": LayerNormalization with Scale and
+// B of the normalised shape; mean and variance in float (two passes, 16-lane
+// sums), like ONNX Runtime's float accumulation (the reference sums in
+// double). The same bits for every tiling and ISA.
+void layer_norm(const TileArgs& args);
+std::optional<std::string> layer_norm_applies(const graph::Operator& op,
+                                              std::span<const ConstTensorView> inputs);
+
+// transformer_ops.cpp — "cpu.transpose": contiguous runs when the innermost
+// dim stays (BERT's [1,128,12,64] -> [1,12,128,64]), else 16 x 16 blocks of
+// a 2-D transpose. Bitwise equal to the reference.
+void transpose(const TileArgs& args);
+std::optional<std::string> transpose_applies(const graph::Operator& op,
+                                             std::span<const ConstTensorView> inputs);
 
 }  // namespace tessera::kernels::cpu

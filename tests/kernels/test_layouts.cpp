@@ -333,7 +333,7 @@ TEST_CASE("assign_layouts: NCHW-only consumers and Uniform ties to model inputs 
   const int32_t r = b.op(OpType::Relu, {x}, {}, "relu");
   const int32_t y =
       b.op(OpType::Conv, {r, b.tensor("w", {4, 3, 3, 3}, true)}, spatial(3, 1), "conv");
-  // Softmax's kernel is NCHW-only: the conv output stays NCHW.
+  // Softmax's kernel (cpu.softmax) is NCHW-only: the conv output stays NCHW.
   graph::OpAttributes soft;
   soft.axis = 1;
   const int32_t s = b.op(OpType::Softmax, {y}, soft, "softmax");
@@ -345,7 +345,7 @@ TEST_CASE("assign_layouts: NCHW-only consumers and Uniform ties to model inputs 
   std::string all;
   for (const std::string& why : a.kept_nchw) all += why + "\n";
   CHECK(all.find("'relu.out' stays NCHW") != std::string::npos);
-  CHECK(all.find("'conv.out' stays NCHW: consumer 'softmax' (Softmax, reference) is NCHW-only") !=
+  CHECK(all.find("'conv.out' stays NCHW: consumer 'softmax' (Softmax, cpu.softmax) is NCHW-only") !=
         std::string::npos);
 
   // A file claiming NHWC for the conv output breaks Softmax's contract.

@@ -1,0 +1,304 @@
+// "cpu.softmax", "cpu.layer_norm" and "cpu.transpose". Softmax and LayerNorm: the row statistics
+// and the per-element pass over contiguous rows through the vector loops of vector_ops.hpp
+// (per-ISA, chosen by gemm_isa()), and vector_ops() itself. Each row's
+// statistics are computed over the whole row, in one fixed order, whatever
+// part of it the tile owns (the tiler never cuts a row: graph/tiler.cpp), so
+// results do not depend on the tiling, the thread count or the ISA.
+// Transpose copies (bitwise exact): whole runs when the innermost dim stays,
+// else cache blocks of a 2-D transpose.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "graph/error.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/simple_ops.hpp"
+#include "kernels/cpu/vector_ops.hpp"
+
+namespace tessera::kernels::cpu {
+
+const VectorOps& vector_ops() {
+  switch (gemm_isa()) {
+    case GemmIsa::kAvx512:
+      return kVectorOpsAvx512;
+    case GemmIsa::kAvx2:
+      return kVectorOpsAvx2;
+    case GemmIsa::kPortable:
+      break;
+  }
+  return kVectorOpsPortable;
+}
+
+namespace {
+
+[[noreturn]] void fail(const TileArgs& args, std::string_view variant, const std::string& what) {
+  const std::string name = args.op ? args.op->name : std::string("?");
+  throw Error(std::string(variant) + " kernel for operator '" + name + "': " + what);
+}
+
+void check_args(const TileArgs& args, std::string_view variant, size_t min_inputs,
+                size_t max_inputs, bool same_shape = true) {
+  if (!args.op || !args.region || !args.output.data || !args.output.shape ||
+      args.input_count < min_inputs || args.input_count > max_inputs)
+    fail(args, variant, "missing operator, region, output or inputs");
+  for (size_t i = 0; i < args.input_count; ++i)
+    if (!args.inputs[i].data || !args.inputs[i].shape)
+      fail(args, variant, "input " + std::to_string(i) + " has no data or shape");
+  if (!graph::region_inside(*args.region, *args.output.shape))
+    fail(args, variant,
+         "region " + graph::region_to_string(*args.region) + " is not inside the output " +
+             graph::shape_to_string(*args.output.shape));
+  if (same_shape && *args.inputs[0].shape != *args.output.shape)
+    fail(args, variant,
+         "input shape " + graph::shape_to_string(*args.inputs[0].shape) +
+             " differs from output shape " + graph::shape_to_string(*args.output.shape));
+}
+
+// Calls fn(row_start, offset, length) once per contiguous span of `region`
+// in a dense tensor of `shape` that lies inside one row of the dims [axis,
+// rank): row_start is that row's first element.
+template <class Fn>
+void for_each_row_span(const graph::Region& region, const graph::Shape& shape, size_t axis,
+                       Fn&& fn) {
+  const size_t rank = shape.size();
+  if (region.empty()) return;
+  size_t s = rank - 1;
+  while (s > axis && region.begin[s] == 0 && region.end[s] == shape[s]) --s;
+  const std::vector<int64_t> strides = graph::shape_strides(shape);
+  const int64_t length = region.extent(s) * strides[s];
+  std::vector<int64_t> index = region.begin;
+  for (;;) {
+    int64_t row_start = 0, offset = 0;
+    for (size_t d = 0; d < axis; ++d) row_start += index[d] * strides[d];
+    offset = row_start;
+    for (size_t d = axis; d <= s; ++d) offset += index[d] * strides[d];
+    fn(row_start, offset, length);
+    size_t d = s;
+    for (;;) {
+      if (d == 0) return;
+      --d;
+      if (++index[d] < region.end[d]) break;
+      index[d] = region.begin[d];
+    }
+  }
+}
+
+constexpr std::string_view kSoftmax = "cpu.softmax";
+constexpr std::string_view kLayerNorm = "cpu.layer_norm";
+constexpr std::string_view kTranspose = "cpu.transpose";
+
+std::optional<std::string> axis_reason(const graph::Shape& shape, int64_t axis) {
+  if (shape.empty()) return std::string("the input is a scalar: uses the reference");
+  if (axis < 0 || static_cast<size_t>(axis) >= shape.size())
+    return "axis " + std::to_string(axis) + " is out of range for rank " +
+           std::to_string(shape.size()) + ": uses the reference";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> softmax_applies(const graph::Operator& op,
+                                           std::span<const ConstTensorView> inputs) {
+  if (op.type != graph::OpType::Softmax) return std::string("cpu.softmax runs Softmax only");
+  if (inputs.size() != 1 || !inputs[0].shape) return std::string("cpu.softmax needs one input");
+  return axis_reason(*inputs[0].shape, op.attrs.axis);
+}
+
+void softmax(const TileArgs& args) {
+  check_args(args, kSoftmax, 1, 1);
+  const graph::Shape& shape = *args.output.shape;
+  if (const std::optional<std::string> why = axis_reason(shape, args.op->attrs.axis))
+    fail(args, kSoftmax, *why);
+  const auto axis = static_cast<size_t>(args.op->attrs.axis);
+  const size_t rank = shape.size();
+  const graph::Region& region = *args.region;
+  if (region.empty()) return;
+  const VectorOps& ops = vector_ops();
+  const float* x = args.inputs[0].data;
+  float* y = args.output.data;
+  if (args.op->attrs.softmax_coerce_2d || axis + 1 == rank) {
+    // Contiguous rows: the dims [axis, rank) (opset < 13), or the last dim.
+    const int64_t row_length =
+        graph::shape_numel(graph::Shape(shape.begin() + static_cast<ptrdiff_t>(axis), shape.end()));
+    int64_t cached_row = -1;
+    SoftmaxStats stats;
+    for_each_row_span(region, shape, axis, [&](int64_t row_start, int64_t offset, int64_t length) {
+      if (row_start != cached_row) {
+        stats = ops.softmax_stats(x + row_start, row_length);
+        cached_row = row_start;
+      }
+      ops.softmax_scale(x + offset, y + offset, length, stats);
+    });
+    return;
+  }
+  // A strided axis: each row is gathered into a contiguous buffer, run
+  // through the same loops, and its tile part scattered back.
+  const std::vector<int64_t> strides = graph::shape_strides(shape);
+  const int64_t n = shape[axis], step = strides[axis];
+  std::vector<float> row(static_cast<size_t>(n)), result(static_cast<size_t>(n));
+  graph::Region outer = region;  // one element along the axis: one row each
+  outer.begin[axis] = 0;
+  outer.end[axis] = 1;
+  std::vector<int64_t> index = outer.begin;
+  for (;;) {
+    int64_t row_start = 0;
+    for (size_t d = 0; d < rank; ++d) row_start += index[d] * strides[d];
+    for (int64_t i = 0; i < n; ++i) row[static_cast<size_t>(i)] = x[row_start + i * step];
+    const SoftmaxStats stats = ops.softmax_stats(row.data(), n);
+    const int64_t b = region.begin[axis], e = region.end[axis];
+    ops.softmax_scale(row.data() + b, result.data() + b, e - b, stats);
+    for (int64_t i = b; i < e; ++i) y[row_start + i * step] = result[static_cast<size_t>(i)];
+    size_t d = rank;
+    for (;;) {
+      if (d == 0) return;
+      --d;
+      if (++index[d] < outer.end[d]) break;
+      index[d] = outer.begin[d];
+    }
+  }
+}
+
+std::optional<std::string> layer_norm_applies(const graph::Operator& op,
+                                              std::span<const ConstTensorView> inputs) {
+  if (op.type != graph::OpType::LayerNormalization)
+    return std::string("cpu.layer_norm runs LayerNormalization only");
+  if (inputs.size() < 2 || inputs.size() > 3 || !inputs[0].shape)
+    return std::string("cpu.layer_norm needs X, Scale and an optional B");
+  const graph::Shape& shape = *inputs[0].shape;
+  if (std::optional<std::string> why = axis_reason(shape, op.attrs.axis)) return why;
+  const graph::Shape normalized(shape.begin() + op.attrs.axis, shape.end());
+  for (size_t i = 1; i < inputs.size(); ++i)
+    if (!inputs[i].shape || *inputs[i].shape != normalized)
+      return "Scale and B are not of the normalised shape " + graph::shape_to_string(normalized) +
+             " (broadcast parameters): uses the reference";
+  return std::nullopt;
+}
+
+void layer_norm(const TileArgs& args) {
+  check_args(args, kLayerNorm, 2, 3);
+  const graph::Shape& shape = *args.output.shape;
+  const std::span<const ConstTensorView> inputs(args.inputs, args.input_count);
+  if (const std::optional<std::string> why = layer_norm_applies(*args.op, inputs))
+    fail(args, kLayerNorm, *why);
+  const auto axis = static_cast<size_t>(args.op->attrs.axis);
+  const int64_t row_length =
+      graph::shape_numel(graph::Shape(shape.begin() + static_cast<ptrdiff_t>(axis), shape.end()));
+  const VectorOps& ops = vector_ops();
+  const float* x = args.inputs[0].data;
+  const float* scale = args.inputs[1].data;
+  const float* bias = args.input_count == 3 ? args.inputs[2].data : nullptr;
+  float* y = args.output.data;
+  const float epsilon = args.op->attrs.epsilon;
+  int64_t cached_row = -1;
+  LayerNormStats stats;
+  for_each_row_span(*args.region, shape, axis,
+                    [&](int64_t row_start, int64_t offset, int64_t length) {
+                      if (row_start != cached_row) {
+                        stats = ops.layer_norm_stats(x + row_start, row_length, epsilon);
+                        cached_row = row_start;
+                      }
+                      // Within a row, the offset from its start indexes Scale and B.
+                      const int64_t k = offset - row_start;
+                      ops.layer_norm_apply(x + offset, scale + k, bias ? bias + k : nullptr,
+                                           y + offset, length, stats);
+                    });
+}
+
+std::optional<std::string> transpose_applies(const graph::Operator& op,
+                                             std::span<const ConstTensorView> inputs) {
+  if (op.type != graph::OpType::Transpose) return std::string("cpu.transpose runs Transpose only");
+  if (inputs.size() != 1 || !inputs[0].shape) return std::string("cpu.transpose needs one input");
+  const size_t rank = inputs[0].shape->size();
+  std::vector<bool> seen(rank, false);
+  if (op.attrs.perm.size() != rank)
+    return std::string("perm does not match the input rank: uses the reference");
+  for (int64_t p : op.attrs.perm) {
+    if (p < 0 || static_cast<size_t>(p) >= rank || seen[static_cast<size_t>(p)])
+      return std::string("perm is not a permutation: uses the reference");
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return std::nullopt;
+}
+
+void transpose(const TileArgs& args) {
+  check_args(args, kTranspose, 1, 1, /*same_shape=*/false);
+  const graph::Shape& out_shape = *args.output.shape;
+  const graph::Shape& in_shape = *args.inputs[0].shape;
+  const std::vector<int64_t>& perm = args.op->attrs.perm;
+  const size_t rank = out_shape.size();
+  if (perm.size() != rank || in_shape.size() != rank)
+    fail(args, kTranspose, "perm, input and output ranks differ");
+  const std::vector<int64_t> in_dense = graph::shape_strides(in_shape);
+  std::vector<int64_t> in_strides(rank);  // per output dim
+  for (size_t i = 0; i < rank; ++i) {
+    const auto p = static_cast<size_t>(perm[i]);
+    if (perm[i] < 0 || p >= rank || in_shape[p] != out_shape[i])
+      fail(args, kTranspose,
+           "perm does not map input " + graph::shape_to_string(in_shape) + " onto output " +
+               graph::shape_to_string(out_shape));
+    in_strides[i] = in_dense[p];
+  }
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+  const float* x = args.inputs[0].data;
+  float* y = args.output.data;
+  if (rank == 0) {
+    y[0] = x[0];
+    return;
+  }
+  const std::vector<int64_t> out_strides = graph::shape_strides(out_shape);
+  const size_t last = rank - 1;
+  // The output dim that walks the input's contiguous dim (stride 1).
+  size_t q = last;
+  for (size_t i = 0; i < rank; ++i)
+    if (static_cast<size_t>(perm[i]) == last) q = i;
+  // The odometer runs over every output dim but `last` and (when it moves) q.
+  std::vector<int64_t> index = r.begin;
+  auto walked = [&](size_t d) { return d != last && (q == last || d != q); };
+  const int64_t cols = r.extent(last);
+  const int64_t col_step = in_strides[last];
+  for (;;) {
+    int64_t in_off = 0, out_off = 0;
+    for (size_t d = 0; d < rank; ++d)
+      if (walked(d)) {
+        in_off += index[d] * in_strides[d];
+        out_off += index[d] * out_strides[d];
+      }
+    in_off += r.begin[last] * col_step;
+    out_off += r.begin[last];
+    if (q == last) {
+      // The innermost dim stays: one contiguous run.
+      std::memcpy(y + out_off, x + in_off, static_cast<size_t>(cols) * sizeof(float));
+    } else {
+      // A 2-D transpose: rows along output dim q (contiguous in the input),
+      // columns along the output's last dim; 16 x 16 blocks keep both the
+      // strided reads and the contiguous writes in cache.
+      constexpr int64_t kBlock = 16;
+      const int64_t rows = r.extent(q), row_out = out_strides[q];
+      in_off += r.begin[q];
+      out_off += r.begin[q] * row_out;
+      for (int64_t i0 = 0; i0 < rows; i0 += kBlock) {
+        const int64_t i1 = std::min(rows, i0 + kBlock);
+        for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
+          const int64_t j1 = std::min(cols, j0 + kBlock);
+          for (int64_t i = i0; i < i1; ++i) {
+            const float* src = x + in_off + i;
+            float* dst = y + out_off + i * row_out;
+            for (int64_t j = j0; j < j1; ++j) dst[j] = src[j * col_step];
+          }
+        }
+      }
+    }
+    size_t d = rank;
+    for (;;) {
+      if (d == 0) return;
+      --d;
+      if (!walked(d)) continue;
+      if (++index[d] < r.end[d]) break;
+      index[d] = r.begin[d];
+    }
+  }
+}
+
+}  // namespace tessera::kernels::cpu

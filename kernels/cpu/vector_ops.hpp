@@ -1,0 +1,77 @@
+#pragma once
+// The vectorised inner loops of the transformer ops (cpu.unary's
+// transcendentals, cpu.softmax, cpu.layer_norm), written once over xsimd
+// (vector_ops_impl.hpp) and compiled per ISA (vector_ops_<isa>.cpp, each with
+// its own target flags). vector_ops() picks the table of gemm_isa(), so
+// set_gemm_isa() forces each ISA in tests like the SGEMM's.
+//
+// All of them give the same bits on every ISA: lane math has no FMA
+// (vector_math.hpp), and every sum is kept in 16 partial sums (element i
+// into partial i mod 16, however wide the vector) reduced pairwise in one
+// fixed order.
+#include <cstdint>
+
+namespace tessera::kernels::cpu {
+
+// The unary ops with a vector implementation. The exact ones (Sqrt, Neg,
+// Abs, Reciprocal, LeakyRelu, HardSigmoid, HardSwish) are the reference's
+// expression in IEEE arithmetic: bitwise equal to it. Exp, Erf, Tanh and the
+// GELUs are polynomial (vector_math.hpp states their error bounds).
+enum class UnaryMath : uint8_t {
+  kExp,
+  kErf,
+  kTanh,
+  kGeluErf,
+  kGeluTanh,
+  kSqrt,
+  kNeg,
+  kAbs,
+  kReciprocal,
+  kLeakyRelu,
+  kHardSigmoid,
+  kHardSwish,
+};
+
+struct UnaryMathParams {
+  float alpha = 0.0f;  // LeakyRelu, HardSigmoid
+  float beta = 0.0f;   // HardSigmoid
+};
+
+// A softmax row's maximum and sum of exp(x - max).
+struct SoftmaxStats {
+  float max = 0.0f;
+  float sum = 0.0f;
+};
+
+// A normalisation row's statistics, taken around its first element (the
+// pivot), so that rows with a large mean and a small spread keep the
+// precision of their deviations: mean = pivot + mean_delta, and
+// 1 / sqrt(variance + epsilon).
+struct LayerNormStats {
+  float pivot = 0.0f;
+  float mean_delta = 0.0f;
+  float inv_std = 0.0f;
+};
+
+struct VectorOps {
+  // y[i] = op(x[i]) for i < n; y may be x.
+  void (*unary)(UnaryMath op, const float* x, float* y, int64_t n, UnaryMathParams params);
+  // The statistics of the contiguous row x[0, n), n >= 1.
+  SoftmaxStats (*softmax_stats)(const float* x, int64_t n);
+  // y[i] = exp(x[i] - max) / sum for i < n.
+  void (*softmax_scale)(const float* x, float* y, int64_t n, SoftmaxStats stats);
+  // Mean and variance in float, two passes (the variance around the mean), n >= 1.
+  LayerNormStats (*layer_norm_stats)(const float* x, int64_t n, float epsilon);
+  // y[i] = ((x[i] - pivot) - mean_delta) * inv_std * scale[i] + bias[i] (bias may be null).
+  void (*layer_norm_apply)(const float* x, const float* scale, const float* bias, float* y,
+                           int64_t n, LayerNormStats stats);
+};
+
+// The table of gemm_isa() (kernels/cpu/gemm.hpp).
+const VectorOps& vector_ops();
+
+extern const VectorOps kVectorOpsAvx512;
+extern const VectorOps kVectorOpsAvx2;
+extern const VectorOps kVectorOpsPortable;
+
+}  // namespace tessera::kernels::cpu

@@ -1,0 +1,215 @@
+#pragma once
+// The loops of vector_ops.hpp over xsimd batches of architecture A. Include
+// it only from vector_ops_<isa>.cpp (anonymous namespace: see vector_math.hpp).
+// A span's tail (fewer elements than a vector) goes through a padded stack
+// buffer and the same vector code, so an element's result never depends on
+// where a span starts or ends.
+#include <xsimd/xsimd.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/cpu/vector_math.hpp"
+#include "kernels/cpu/vector_ops.hpp"
+
+namespace tessera::kernels::cpu {
+namespace {
+
+constexpr int64_t kPartials = 16;  // partial sums per row, on every ISA
+
+template <class B>
+inline B unary_math(UnaryMath op, B x, UnaryMathParams p) {
+  switch (op) {
+    case UnaryMath::kExp:
+      return exp_approx(x);
+    case UnaryMath::kErf:
+      return erf_approx(x);
+    case UnaryMath::kTanh:
+      return tanh_approx(x);
+    case UnaryMath::kGeluErf:
+      return gelu_erf_approx(x);
+    case UnaryMath::kGeluTanh:
+      return gelu_tanh_approx(x);
+    case UnaryMath::kSqrt:
+      return xsimd::sqrt(x);
+    case UnaryMath::kNeg:
+      // A sign flip, NaN included (xsimd's AVX-512F negation is 0 - x).
+      return x ^ B(-0.0f);
+    case UnaryMath::kAbs:
+      return xsimd::abs(x);
+    case UnaryMath::kReciprocal:
+      return B(1.0f) / x;
+    case UnaryMath::kLeakyRelu:
+      return xsimd::select(x >= B(0.0f), x, B(p.alpha) * x);
+    case UnaryMath::kHardSigmoid: {
+      // std::max(0, std::min(1, v)) exactly, NaN included (it gives 1).
+      const B v = B(p.alpha) * x + B(p.beta);
+      const B lo = xsimd::select(v < B(1.0f), v, B(1.0f));
+      return xsimd::select(B(0.0f) < lo, lo, B(0.0f));
+    }
+    case UnaryMath::kHardSwish: {
+      const B v = x / B(6.0f) + B(0.5f);
+      const B lo = xsimd::select(v < B(1.0f), v, B(1.0f));
+      return x * xsimd::select(B(0.0f) < lo, lo, B(0.0f));
+    }
+  }
+  return x;
+}
+
+// Calls fn(batch) -> batch over x[0, n) into y[0, n), the tail padded with `pad`.
+template <class B, class Fn>
+inline void map_span(const float* x, float* y, int64_t n, float pad, Fn&& fn) {
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) fn(B::load_unaligned(x + i)).store_unaligned(y + i);
+  if (i < n) {
+    alignas(64) float buffer[W];
+    std::fill(buffer, buffer + W, pad);
+    std::memcpy(buffer, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    fn(B::load_unaligned(buffer)).store_unaligned(buffer);
+    std::memcpy(y + i, buffer, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+template <class A>
+void unary_span(UnaryMath op, const float* x, float* y, int64_t n, UnaryMathParams params) {
+  using B = xsimd::batch<float, A>;
+  // One loop per op, so the switch is outside the hot loop.
+  auto run = [&](auto tag) {
+    constexpr UnaryMath kOp = decltype(tag)::value;
+    map_span<B>(x, y, n, 0.0f, [&](B v) { return unary_math(kOp, v, params); });
+  };
+  switch (op) {
+#define TESSERA_UNARY_CASE(K)                               \
+  case UnaryMath::K:                                        \
+    run(std::integral_constant<UnaryMath, UnaryMath::K>{}); \
+    break;
+    TESSERA_UNARY_CASE(kExp)
+    TESSERA_UNARY_CASE(kErf)
+    TESSERA_UNARY_CASE(kTanh)
+    TESSERA_UNARY_CASE(kGeluErf)
+    TESSERA_UNARY_CASE(kGeluTanh)
+    TESSERA_UNARY_CASE(kSqrt)
+    TESSERA_UNARY_CASE(kNeg)
+    TESSERA_UNARY_CASE(kAbs)
+    TESSERA_UNARY_CASE(kReciprocal)
+    TESSERA_UNARY_CASE(kLeakyRelu)
+    TESSERA_UNARY_CASE(kHardSigmoid)
+    TESSERA_UNARY_CASE(kHardSwish)
+#undef TESSERA_UNARY_CASE
+  }
+}
+
+// Folds f(x[0, n)) into kPartials lanes with combine(acc, f(v)): element i
+// into lane i mod 16. In the tail, lanes past n get `neutral` (an identity of
+// combine) instead of f's value. The lanes land in `lanes`.
+template <class B, class F, class Combine>
+inline void fold_row(const float* x, int64_t n, B init, float neutral, F&& f, Combine&& combine,
+                     float* lanes) {
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  constexpr int64_t G = kPartials / W;
+  static_assert(G * W == kPartials, "the vector width divides 16");
+  B acc[G];
+  for (int64_t g = 0; g < G; ++g) acc[g] = init;
+  int64_t i = 0;
+  for (; i + kPartials <= n; i += kPartials)
+    for (int64_t g = 0; g < G; ++g) acc[g] = combine(acc[g], f(B::load_unaligned(x + i + g * W)));
+  if (i < n) {
+    const int64_t tail = n - i;
+    alignas(64) float buffer[kPartials];
+    std::fill(buffer, buffer + kPartials, x[i]);  // any input f accepts
+    std::memcpy(buffer, x + i, static_cast<size_t>(tail) * sizeof(float));
+    for (int64_t g = 0; g < G; ++g)
+      f(B::load_unaligned(buffer + g * W)).store_unaligned(buffer + g * W);
+    std::fill(buffer + tail, buffer + kPartials, neutral);
+    for (int64_t g = 0; g < G; ++g) acc[g] = combine(acc[g], B::load_unaligned(buffer + g * W));
+  }
+  for (int64_t g = 0; g < G; ++g) acc[g].store_unaligned(lanes + g * W);
+}
+
+// The 16 lanes summed pairwise in one fixed order.
+inline float sum_lanes(float* lanes) {
+  for (int64_t half = kPartials / 2; half >= 1; half /= 2)
+    for (int64_t k = 0; k < half; ++k) lanes[k] = lanes[k] + lanes[k + half];
+  return lanes[0];
+}
+
+template <class A>
+SoftmaxStats softmax_stats(const float* x, int64_t n) {
+  using B = xsimd::batch<float, A>;
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  alignas(64) float lanes[kPartials];
+  // std::max(m, v) = m < v ? v : m: NaN inputs are skipped like the reference's.
+  fold_row<B>(
+      x, n, B(kMinusInf), kMinusInf, [](B v) { return v; },
+      [](B m, B v) { return xsimd::select(m < v, v, m); }, lanes);
+  float max = kMinusInf;
+  for (float v : lanes) max = max < v ? v : max;
+  const B bmax(max);
+  fold_row<B>(
+      x, n, B(0.0f), 0.0f, [&](B v) { return exp_approx(v - bmax); },
+      [](B s, B v) { return s + v; }, lanes);
+  return {max, sum_lanes(lanes)};
+}
+
+template <class A>
+void softmax_scale(const float* x, float* y, int64_t n, SoftmaxStats stats) {
+  using B = xsimd::batch<float, A>;
+  const B max(stats.max), sum(stats.sum);
+  map_span<B>(x, y, n, 0.0f, [&](B v) { return exp_approx(v - max) / sum; });
+}
+
+template <class A>
+LayerNormStats layer_norm_stats(const float* x, int64_t n, float epsilon) {
+  using B = xsimd::batch<float, A>;
+  alignas(64) float lanes[kPartials];
+  auto add = [](B s, B v) { return s + v; };
+  const float pivot = x[0];
+  const B bpivot(pivot);
+  fold_row<B>(
+      x, n, B(0.0f), 0.0f, [&](B v) { return v - bpivot; }, add, lanes);
+  const float mean_delta = sum_lanes(lanes) / static_cast<float>(n);
+  const B bmean(mean_delta);
+  fold_row<B>(
+      x, n, B(0.0f), 0.0f,
+      [&](B v) {
+        const B c = (v - bpivot) - bmean;
+        return c * c;
+      },
+      add, lanes);
+  const float squares = sum_lanes(lanes);
+  const float variance = squares / static_cast<float>(n);
+  return {pivot, mean_delta, 1.0f / std::sqrt(variance + epsilon)};
+}
+
+template <class A>
+void layer_norm_apply(const float* x, const float* scale, const float* bias, float* y, int64_t n,
+                      LayerNormStats stats) {
+  using B = xsimd::batch<float, A>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  const B pivot(stats.pivot), mean(stats.mean_delta), inv_std(stats.inv_std);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const B b = bias ? B::load_unaligned(bias + i) : B(0.0f);
+    const B v = B::load_unaligned(x + i);
+    (((v - pivot) - mean) * inv_std * B::load_unaligned(scale + i) + b).store_unaligned(y + i);
+  }
+  for (; i < n; ++i) {
+    // The same operations on one lane.
+    const float b = bias ? bias[i] : 0.0f;
+    y[i] = ((x[i] - stats.pivot) - stats.mean_delta) * stats.inv_std * scale[i] + b;
+  }
+}
+
+template <class A>
+constexpr VectorOps make_vector_ops() {
+  return {unary_span<A>, softmax_stats<A>, softmax_scale<A>, layer_norm_stats<A>,
+          layer_norm_apply<A>};
+}
+
+}  // namespace
+}  // namespace tessera::kernels::cpu

@@ -1,0 +1,592 @@
+// The transformer-op CPU variants (cpu.binary's Sub/Div/Max/Min,
+// cpu.binary_broadcast, cpu.unary's vector ops, cpu.softmax, cpu.layer_norm,
+// cpu.transpose: kernels/cpu/simple_ops.hpp) against the reference kernel of
+// the same op, looked up in the registry, on random shapes (sizes 1, primes,
+// non-multiples of 16 and 8), each output assembled from random tiles in
+// random order, under every ISA the CPU has (set_gemm_isa). Exact ops must
+// match the reference bitwise; the polynomial ones within their stated bound
+// (kernels/cpu/vector_math.hpp), and give the same bits on every ISA and
+// tiling. Every output starts as a NaN sentinel; a tile may write only its
+// region. Seeds: TESSERA_TEST_SEED=<n> replays a run.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/operator.hpp"
+#include "graph/region.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/simple_ops.hpp"
+#include "kernels/cpu/vector_ops.hpp"
+#include "kernels/tile_kernel.hpp"
+#include "tile_grid.hpp"
+
+namespace {
+
+using namespace tessera;
+using graph::OpType;
+using graph::Shape;
+using kernels::ConstTensorView;
+using kernels::TileKernelVariant;
+namespace cpu = kernels::cpu;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+uint64_t base_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("TESSERA_TEST_SEED");
+    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+    std::printf("test_cpu_transformer_ops: TESSERA_TEST_SEED=%llu\n",
+                static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+template <class T>
+T pick(std::mt19937_64& rng, std::initializer_list<T> values) {
+  return values.begin()[rng() % values.size()];
+}
+
+int64_t random_size(std::mt19937_64& rng) {
+  return pick<int64_t>(rng, {1, 1, 2, 3, 5, 7, 13, 17, 31, 37});
+}
+
+Shape random_shape(std::mt19937_64& rng, size_t rank) {
+  Shape s(rank);
+  for (int64_t& d : s) d = random_size(rng);
+  return s;
+}
+
+uint32_t bits(float x) {
+  return std::bit_cast<uint32_t>(x);
+}
+
+float sentinel() {
+  return std::bit_cast<float>(uint32_t{0x7fc0dead});
+}
+
+std::vector<cpu::GemmIsa> supported_isas() {
+  std::vector<cpu::GemmIsa> isas;
+  for (cpu::GemmIsa isa : {cpu::GemmIsa::kPortable, cpu::GemmIsa::kAvx2, cpu::GemmIsa::kAvx512})
+    if (cpu::gemm_isa_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+// Restores the ISA when a test ends, also by an exception.
+struct IsaGuard {
+  cpu::GemmIsa saved = cpu::gemm_isa();
+  ~IsaGuard() { cpu::set_gemm_isa(saved); }
+};
+
+// Values in [-4, 4] with ties, signed zeros and (when `specials`) ±inf, NaN.
+std::vector<float> random_values(const Shape& shape, std::mt19937_64& rng, bool specials,
+                                 float range = 4.0f) {
+  std::vector<float> v(static_cast<size_t>(graph::shape_numel(shape)));
+  std::uniform_real_distribution<float> dist(-range, range);
+  for (float& x : v) {
+    const uint64_t k = rng() % 20;
+    if (k == 0)
+      x = std::round(dist(rng));
+    else if (k == 1)
+      x = -0.0f;
+    else if (k == 2 && specials)
+      x = pick(rng, {kInf, -kInf, kNaN});
+    else
+      x = dist(rng);
+  }
+  return v;
+}
+
+struct Case {
+  graph::Operator op;
+  std::vector<Shape> shapes;
+  std::vector<std::vector<float>> data;
+  Shape output;
+};
+
+std::string describe(const Case& c) {
+  std::string s = std::string(graph::op_type_name(c.op.type)) + " inputs";
+  for (const Shape& in : c.shapes) s += " " + graph::shape_to_string(in);
+  s += " -> " + graph::shape_to_string(c.output) + " axis " + std::to_string(c.op.attrs.axis) +
+       (c.op.attrs.softmax_coerce_2d ? " coerce_2d" : "") + (c.op.attrs.gelu_tanh ? " tanh" : "");
+  if (!c.op.attrs.perm.empty()) s += " perm " + graph::shape_to_string(c.op.attrs.perm);
+  return s;
+}
+
+std::vector<ConstTensorView> views_of(const Case& c) {
+  std::vector<ConstTensorView> v;
+  for (size_t i = 0; i < c.shapes.size(); ++i) v.push_back({c.data[i].data(), &c.shapes[i]});
+  return v;
+}
+
+std::vector<float> run_reference(const Case& c) {
+  const TileKernelVariant* reference = kernels::find_tile_kernel_variant(c.op.type, "reference");
+  REQUIRE(reference != nullptr);
+  const std::vector<ConstTensorView> views = views_of(c);
+  std::vector<float> out(static_cast<size_t>(graph::shape_numel(c.output)));
+  const graph::Region whole = graph::Region::whole(c.output);
+  reference->run({.op = &c.op,
+                  .inputs = views.data(),
+                  .input_count = views.size(),
+                  .output = {out.data(), &c.output},
+                  .region = &whole});
+  return out;
+}
+
+// The variant over random tiles; checks that each tile writes only its
+// region and that everything is written.
+std::vector<float> run_tiled(const TileKernelVariant& variant, const Case& c,
+                             std::mt19937_64& rng) {
+  const std::vector<ConstTensorView> views = views_of(c);
+  const int64_t numel = graph::shape_numel(c.output);
+  std::vector<float> out(static_cast<size_t>(numel), sentinel());
+  for (const graph::Region& tile : test::random_tiles(c.output, rng)) {
+    const std::vector<float> before = out;
+    variant.run({.op = &c.op,
+                 .inputs = views.data(),
+                 .input_count = views.size(),
+                 .output = {out.data(), &c.output},
+                 .region = &tile});
+    int64_t outside = 0;
+    for (int64_t i = 0; i < numel; ++i)
+      if (!test::inside(tile, c.output, i) && bits(out[i]) != bits(before[i]) && outside++ < 3)
+        FAIL_CHECK("tile ", graph::region_to_string(tile), " wrote outside at ", i);
+    REQUIRE(outside == 0);
+  }
+  int64_t unwritten = 0;
+  for (int64_t i = 0; i < numel; ++i) unwritten += bits(out[i]) == bits(sentinel());
+  REQUIRE_MESSAGE(unwritten == 0, unwritten, " elements never written");
+  return out;
+}
+
+// `tolerance(i, reference)` < 0: bitwise equality; else |diff| <= it, and
+// NaN where the reference is NaN. Under every ISA, with the same bits on
+// each and for two different tilings.
+template <class Tolerance>
+void check_case(std::string_view variant_name, const Case& c, uint64_t seed, Tolerance&& tolerance,
+                bool check_applies = true) {
+  INFO(variant_name, " seed ", seed, ": ", describe(c));
+  const TileKernelVariant* variant = kernels::find_tile_kernel_variant(c.op.type, variant_name);
+  REQUIRE(variant != nullptr);
+  std::vector<ConstTensorView> shape_views;
+  for (const Shape& s : c.shapes) shape_views.push_back({nullptr, &s});
+  // (Variants that need constant data check applies() themselves.)
+  const std::optional<std::string> why =
+      check_applies ? variant->applies(c.op, shape_views) : std::nullopt;
+  REQUIRE_MESSAGE(!why, "applies() refused: ", why.value_or(""));
+  const std::vector<float> expected = run_reference(c);
+  std::mt19937_64 rng(seed);
+  IsaGuard guard;
+  std::optional<std::vector<float>> first;
+  for (cpu::GemmIsa isa : supported_isas()) {
+    INFO("ISA ", cpu::gemm_isa_name(isa));
+    cpu::set_gemm_isa(isa);
+    const std::vector<float> out = run_tiled(*variant, c, rng);
+    int64_t bad = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const double tol = tolerance(i, expected[i]);
+      const bool ok = tol < 0 ? bits(out[i]) == bits(expected[i])
+                      : std::isnan(expected[i])
+                          ? std::isnan(out[i])
+                          : out[i] == expected[i] ||
+                                std::fabs(static_cast<double>(out[i]) - expected[i]) <= tol;
+      if (!ok && bad++ < 5)
+        FAIL_CHECK("y[", i, "] = ", out[i], ", reference ", expected[i], " (tolerance ", tol, ")");
+    }
+    REQUIRE(bad == 0);
+    // The same bits for another tiling and on every ISA (a NaN's sign and
+    // payload may differ where the values are compared with a tolerance).
+    auto same = [&](size_t i, float a, float b) {
+      return bits(a) == bits(b) || (!(tolerance(i, 0.0f) < 0) && std::isnan(a) && std::isnan(b));
+    };
+    auto differences = [&](const std::vector<float>& other) {
+      int64_t count = 0;
+      for (size_t i = 0; i < out.size(); ++i)
+        if (!same(i, other[i], out[i]) && count++ < 3)
+          FAIL_CHECK("y[", i, "] = ", out[i], ", other run ", other[i]);
+      return count;
+    };
+    if (!first) {
+      first = out;
+      REQUIRE(differences(run_tiled(*variant, c, rng)) == 0);  // another tiling
+    } else {
+      REQUIRE(differences(*first) == 0);  // the first ISA
+    }
+  }
+}
+
+auto exact = [](size_t, float) { return -1.0; };
+
+// ---- vector math -------------------------------------------------------------
+
+// Every 509th float bit pattern (both signs, all exponents: zeros,
+// denormals, normals, ±inf and NaNs) plus the edges.
+std::vector<float> sweep_inputs() {
+  std::vector<float> v;
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 509) v.push_back(std::bit_cast<float>(uint32_t(b)));
+  for (float x : {0.0f,
+                  -0.0f,
+                  1e-45f,
+                  -1e-45f,
+                  1.17549435e-38f,
+                  88.7228317f,
+                  88.7228394f,
+                  89.0f,
+                  -87.3365479f,
+                  -103.972076f,
+                  -103.972084f,
+                  -104.0f,
+                  0.921875f,
+                  0.92187506f,
+                  3.925f,
+                  0.625f,
+                  0.62499994f,
+                  9.0f,
+                  kInf,
+                  -kInf,
+                  kNaN,
+                  std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::lowest()})
+    v.push_back(x);
+  return v;
+}
+
+double ref_math(cpu::UnaryMath op, float x) {
+  switch (op) {
+    case cpu::UnaryMath::kExp:
+      return std::exp(x);
+    case cpu::UnaryMath::kErf:
+      return std::erf(x);
+    case cpu::UnaryMath::kTanh:
+      return std::tanh(x);
+    case cpu::UnaryMath::kGeluErf:
+      return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
+    case cpu::UnaryMath::kGeluTanh:
+      return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default:
+      return 0.0;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("vector exp/erf/tanh/gelu: within the stated bound of the C library, same bits per ISA") {
+  const std::vector<float> x = sweep_inputs();
+  IsaGuard guard;
+  for (cpu::UnaryMath op : {cpu::UnaryMath::kExp, cpu::UnaryMath::kErf, cpu::UnaryMath::kTanh,
+                            cpu::UnaryMath::kGeluErf, cpu::UnaryMath::kGeluTanh}) {
+    INFO("op ", static_cast<int>(op));
+    const bool gelu = op == cpu::UnaryMath::kGeluErf || op == cpu::UnaryMath::kGeluTanh;
+    std::optional<std::vector<float>> first;
+    for (cpu::GemmIsa isa : supported_isas()) {
+      INFO("ISA ", cpu::gemm_isa_name(isa));
+      cpu::set_gemm_isa(isa);
+      std::vector<float> y(x.size());
+      cpu::vector_ops().unary(op, x.data(), y.data(), static_cast<int64_t>(x.size()), {});
+      int64_t bad = 0;
+      double worst = 0.0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double ref = ref_math(op, x[i]);
+        if (std::isnan(ref)) {
+          if (!std::isnan(y[i]) && bad++ < 5) FAIL_CHECK("f(", x[i], ") = ", y[i], ", want NaN");
+          continue;
+        }
+        if (std::isinf(ref)) {
+          if (y[i] != ref && bad++ < 5) FAIL_CHECK("f(", x[i], ") = ", y[i], ", want ", ref);
+          continue;
+        }
+        // exp/erf/tanh: 2^-21 relative (2^-148 absolute below the normal
+        // range). GELU: the erf/tanh bound times 0.5|x| plus the final
+        // roundings, 2^-21 |x| + 2^-21 |y|.
+        const double err = std::fabs(static_cast<double>(y[i]) - ref);
+        const double tol = gelu ? std::ldexp(std::fabs(x[i]) + std::fabs(ref), -21)
+                                : std::max(std::ldexp(std::fabs(ref), -21), std::ldexp(1.0, -148));
+        if (!gelu) worst = std::max(worst, err / std::max(std::fabs(ref), 1e-30));
+        if (!(err <= tol) && bad++ < 5)
+          FAIL_CHECK("f(", x[i], ") = ", y[i], ", C library ", ref, " (tolerance ", tol, ")");
+      }
+      MESSAGE("op ", static_cast<int>(op), " ", cpu::gemm_isa_name(isa), ": worst relative error ",
+              worst);
+      CHECK(bad == 0);
+      if (!first) {
+        first = y;
+      } else {
+        int64_t differ = 0;
+        for (size_t i = 0; i < y.size(); ++i) differ += bits((*first)[i]) != bits(y[i]);
+        CHECK(differ == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu.unary vector ops vs the reference: algebraic ones bitwise, others within bound") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 150; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 7727 + 13);
+    Case c;
+    c.op.name = "unary";
+    c.op.type = pick(rng, {OpType::Exp, OpType::Erf, OpType::Tanh, OpType::Gelu, OpType::Sqrt,
+                           OpType::Neg, OpType::Abs, OpType::Reciprocal, OpType::LeakyRelu,
+                           OpType::HardSigmoid, OpType::HardSwish});
+    c.op.attrs.gelu_tanh = rng() % 2;
+    c.op.attrs.alpha = pick(rng, {0.01f, 0.2f, 1.5f});
+    c.op.attrs.beta = pick(rng, {0.5f, 0.0f, -0.25f});
+    c.output = random_shape(rng, static_cast<size_t>(rng() % 5));
+    if (rng() % 4 == 0) c.output.push_back(pick<int64_t>(rng, {16, 33, 64, 127}));
+    c.shapes = {c.output};
+    c.data = {random_values(c.output, rng, true, pick(rng, {4.0f, 20.0f}))};
+    const bool polynomial = c.op.type == OpType::Exp || c.op.type == OpType::Erf ||
+                            c.op.type == OpType::Tanh || c.op.type == OpType::Gelu;
+    const std::vector<float>& x = c.data[0];
+    check_case("cpu.unary", c, seed, [&](size_t i, float ref) {
+      if (!polynomial) return -1.0;
+      const double r = std::fabs(ref);
+      return c.op.type == OpType::Gelu ? std::ldexp(std::fabs(x[i]) + r, -21)
+                                       : std::max(std::ldexp(r, -21), std::ldexp(1.0, -148));
+    });
+  }
+}
+
+TEST_CASE("cpu.binary Sub/Div/Max/Min and cpu.binary_broadcast match the reference bitwise") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 300; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 6007 + 17);
+    Case c;
+    c.op.name = "binary";
+    c.op.type =
+        pick(rng, {OpType::Add, OpType::Mul, OpType::Sub, OpType::Div, OpType::Max, OpType::Min});
+    const size_t rank = 1 + static_cast<size_t>(rng() % 4);
+    c.output = random_shape(rng, rank);
+    if (rng() % 3 == 0) c.output.back() = pick<int64_t>(rng, {16, 17, 64});
+    // Each operand: full, scalar, or leading 1s then the output's trailing dims.
+    bool trailing = false;
+    auto operand = [&]() -> Shape {
+      const uint64_t kind = rng() % 3;
+      if (kind == 0) return c.output;
+      if (kind == 1) return Shape(rng() % (rank + 1), 1);
+      const size_t t0 = 1 + static_cast<size_t>(rng() % rank);  // first dim kept
+      Shape s(c.output.begin() + static_cast<ptrdiff_t>(t0 - 1), c.output.end());
+      s[0] = 1;
+      if (rng() % 2) s.erase(s.begin());  // drop the leading 1
+      if (s.size() < rank && rng() % 2) s.insert(s.begin(), 1);
+      trailing = true;
+      return s;
+    };
+    c.shapes = {operand(), operand()};
+    for (const Shape& s : c.shapes) c.data.push_back(random_values(s, rng, true));
+    std::vector<ConstTensorView> shape_views;
+    for (const Shape& s : c.shapes) shape_views.push_back({nullptr, &s});
+    // The suffix may also be a plain full / channel / scalar operand: then
+    // cpu.binary runs it (and cpu.binary_broadcast declines).
+    const bool plain = !cpu::binary_applies(c.op, shape_views);
+    CHECK(plain != !cpu::binary_broadcast_applies(c.op, shape_views));
+    if (!trailing) CHECK(plain);
+    check_case(plain ? "cpu.binary" : "cpu.binary_broadcast", c, seed, exact);
+  }
+}
+
+TEST_CASE("cpu.binary_broadcast: the transformer shapes, and reasons where it does not apply") {
+  const uint64_t seed = base_seed();
+  std::mt19937_64 rng(seed);
+  for (auto [a, b] : {std::pair<Shape, Shape>{{1, 128, 768}, {768}},
+                      {{1, 12, 128, 128}, {1, 1, 1, 128}},
+                      {{1, 1, 128, 128}, {1, 12, 128, 128}},
+                      {{1}, {1, 12, 128, 128}}}) {
+    Case c;
+    c.op.type = pick(rng, {OpType::Add, OpType::Sub, OpType::Mul, OpType::Div});
+    c.shapes = {a, b};
+    c.output = graph::shape_numel(a) > graph::shape_numel(b) ? a : b;
+    for (const Shape& s : c.shapes) c.data.push_back(random_values(s, rng, false));
+    std::vector<ConstTensorView> views;
+    for (const Shape& s : c.shapes) views.push_back({nullptr, &s});
+    check_case(cpu::binary_applies(c.op, views) ? "cpu.binary_broadcast" : "cpu.binary", c, seed,
+               exact);
+  }
+  graph::Operator op;
+  op.type = OpType::Add;
+  auto reason = [&](Shape a, Shape b) {
+    const ConstTensorView views[] = {{nullptr, &a}, {nullptr, &b}};
+    return cpu::binary_broadcast_applies(op, views);
+  };
+  CHECK_FALSE(reason({2, 3, 5}, {5}));
+  CHECK_FALSE(reason({2, 3, 5}, {1, 3, 5}));
+  REQUIRE(reason({2, 3, 5}, {2, 3, 5}));  // no trailing operand: cpu.binary's
+  CHECK(reason({2, 3, 5}, {2, 3, 5})->find("cpu.binary runs it") != std::string::npos);
+  CHECK_FALSE(reason({4, 1}, {1, 5}));  // a channel and a trailing operand
+  for (auto [a, b] : {std::pair<Shape, Shape>{{2, 3, 5}, {2, 1, 5}}, {{2, 1, 5}, {1, 3, 1}}}) {
+    const std::optional<std::string> why = reason(a, b);
+    REQUIRE(why);
+    CHECK(why->find("uses the reference") != std::string::npos);
+  }
+  op.type = OpType::Pow;
+  CHECK(reason({2}, {2}));
+}
+
+TEST_CASE("cpu.pow: constant exponents 2 and 3 within 2 ulp of std::pow; others refused") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 100; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 1621 + 31);
+    Case c;
+    c.op.name = "pow";
+    c.op.type = OpType::Pow;
+    c.output = random_shape(rng, static_cast<size_t>(rng() % 5));
+    c.shapes = {c.output, Shape(rng() % (c.output.size() + 1), 1)};
+    c.data = {random_values(c.output, rng, true, pick(rng, {4.0f, 1e12f})),
+              {pick(rng, {2.0f, 3.0f})}};
+    // The reference's std::pow rounds once, x*x*x twice: 2 ulp <= 2^-22 relative.
+    const TileKernelVariant* variant = kernels::find_tile_kernel_variant(OpType::Pow, "cpu.pow");
+    REQUIRE(variant != nullptr);
+    const std::vector<ConstTensorView> views = views_of(c);
+    REQUIRE_FALSE(variant->applies(c.op, views));
+    check_case(
+        "cpu.pow", c, seed,
+        [](size_t, float ref) { return std::ldexp(std::fabs(static_cast<double>(ref)), -22); },
+        /*check_applies=*/false);
+  }
+  graph::Operator op;
+  op.type = OpType::Pow;
+  const Shape x{2, 3}, e{1};
+  const float half = 0.5f;
+  const ConstTensorView constant[] = {{nullptr, &x}, {&half, &e}};
+  REQUIRE(cpu::pow_applies(op, constant));
+  CHECK(cpu::pow_applies(op, constant)->find("uses the reference") != std::string::npos);
+  const ConstTensorView activation[] = {{nullptr, &x}, {nullptr, &e}};
+  CHECK(cpu::pow_applies(op, activation));
+}
+
+TEST_CASE("cpu.softmax vs the reference on any axis, opset 13 and coerce_2d") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 200; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 4099 + 19);
+    Case c;
+    c.op.name = "softmax";
+    c.op.type = OpType::Softmax;
+    const size_t rank = 1 + static_cast<size_t>(rng() % 4);
+    do {
+      c.output = random_shape(rng, rank);
+      if (rng() % 3 == 0) c.output.back() = pick<int64_t>(rng, {16, 33, 128, 129});
+    } while (graph::shape_numel(c.output) > 20000);
+    c.op.attrs.axis = static_cast<int64_t>(rng() % rank);
+    if (rng() % 2) c.op.attrs.axis = static_cast<int64_t>(rank - 1);
+    c.op.attrs.softmax_coerce_2d = rng() % 4 == 0;
+    c.shapes = {c.output};
+    c.data = {random_values(c.output, rng, rng() % 8 == 0, pick(rng, {4.0f, 30.0f}))};
+    const auto axis = static_cast<size_t>(c.op.attrs.axis);
+    const int64_t n =
+        c.op.attrs.softmax_coerce_2d
+            ? graph::shape_numel(Shape(c.output.begin() + c.op.attrs.axis, c.output.end()))
+            : c.output[axis];
+    // Two exps within 2^-21 each; sums of n positive terms (the reference's
+    // sequential, ours in 16 lanes) within (n + 4) u each; the division.
+    const double rel =
+        2.0 * std::ldexp(1.0, -21) + (2.0 * static_cast<double>(n) + 12.0) * std::ldexp(1.0, -24);
+    check_case("cpu.softmax", c, seed,
+               [rel](size_t, float ref) { return rel * std::fabs(ref) + std::ldexp(1.0, -140); });
+  }
+  graph::Operator op;
+  op.type = OpType::Softmax;
+  const Shape scalar{};
+  const ConstTensorView views[] = {{nullptr, &scalar}};
+  REQUIRE(cpu::softmax_applies(op, views));
+  CHECK(cpu::softmax_applies(op, views)->find("uses the reference") != std::string::npos);
+}
+
+TEST_CASE("cpu.layer_norm vs the reference (double sums): any axis, with and without B") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 200; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 3319 + 23);
+    Case c;
+    c.op.name = "layer_norm";
+    c.op.type = OpType::LayerNormalization;
+    const size_t rank = 1 + static_cast<size_t>(rng() % 4);
+    do {
+      c.output = random_shape(rng, rank);
+      if (rng() % 3 == 0) c.output.back() = pick<int64_t>(rng, {16, 33, 768});
+    } while (graph::shape_numel(c.output) > 20000);
+    c.op.attrs.axis = static_cast<int64_t>(rng() % rank);
+    if (rng() % 2) c.op.attrs.axis = static_cast<int64_t>(rank - 1);
+    c.op.attrs.epsilon = pick(rng, {1e-5f, 1e-12f, 0.1f});
+    const Shape normalized(c.output.begin() + c.op.attrs.axis, c.output.end());
+    c.shapes = {c.output, normalized};
+    if (rng() % 2) c.shapes.push_back(normalized);
+    // An offset mean, as real activations have.
+    std::vector<float> x = random_values(c.output, rng, false);
+    const float shift = pick(rng, {0.0f, 3.0f, -10.0f});
+    for (float& v : x) v += shift;
+    c.data = {x};
+    for (size_t i = 1; i < c.shapes.size(); ++i)
+      c.data.push_back(random_values(c.shapes[i], rng, false));
+    // Float statistics around the row's first element against double ones:
+    // errors relative to the deviations' scale (not the mean's), times
+    // |Scale| <= 4, plus the output's roundings.
+    check_case("cpu.layer_norm", c, seed,
+               [](size_t, float ref) { return 2e-5 * (std::fabs(ref) + 4.0); });
+  }
+  graph::Operator op;
+  op.type = OpType::LayerNormalization;
+  op.attrs.axis = 1;
+  const Shape x{2, 3}, bad{1};
+  const ConstTensorView views[] = {{nullptr, &x}, {nullptr, &bad}};
+  REQUIRE(cpu::layer_norm_applies(op, views));
+  CHECK(cpu::layer_norm_applies(op, views)->find("uses the reference") != std::string::npos);
+}
+
+TEST_CASE("cpu.transpose matches the reference bitwise: any perm, BERT's head split") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 200; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 2663 + 29);
+    Case c;
+    c.op.name = "transpose";
+    c.op.type = OpType::Transpose;
+    const size_t rank = static_cast<size_t>(rng() % 6);
+    Shape in = random_shape(rng, rank);
+    if (rank > 0 && rng() % 3 == 0) in[rng() % rank] = pick<int64_t>(rng, {16, 33, 64});
+    std::vector<int64_t> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    c.op.attrs.perm = perm;
+    c.output = Shape(rank);
+    for (size_t i = 0; i < rank; ++i) c.output[i] = in[static_cast<size_t>(perm[i])];
+    c.shapes = {in};
+    c.data = {random_values(in, rng, true)};
+    check_case("cpu.transpose", c, seed, exact);
+  }
+  for (auto [in, perm] : {std::pair<Shape, std::vector<int64_t>>{{1, 128, 12, 64}, {0, 2, 1, 3}},
+                          {{1, 12, 128, 64}, {0, 1, 3, 2}},
+                          {{1, 128, 12, 64}, {0, 2, 3, 1}}}) {
+    Case c;
+    c.op.type = OpType::Transpose;
+    c.op.attrs.perm = perm;
+    c.output = Shape(in.size());
+    for (size_t i = 0; i < in.size(); ++i) c.output[i] = in[static_cast<size_t>(perm[i])];
+    c.shapes = {in};
+    std::mt19937_64 rng(seed0);
+    c.data = {random_values(in, rng, false)};
+    check_case("cpu.transpose", c, seed0, exact);
+  }
+  graph::Operator op;
+  op.type = OpType::Transpose;
+  op.attrs.perm = {0, 0};
+  const Shape x{2, 3};
+  const ConstTensorView views[] = {{nullptr, &x}};
+  CHECK(cpu::transpose_applies(op, views));
+}

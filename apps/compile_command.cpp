@@ -34,6 +34,7 @@ struct CompileArgs {
   int32_t tune_iterations = 10;
   std::string layout = "auto";
   bool no_residual_fusion = false;
+  bool no_pattern_fusion = false;
   std::string sparsity;  // "", "auto" or an annotation FILE.json
   int64_t batch = 0;
   std::vector<std::string> shapes;  // NAME=D0,D1,... (repeatable)
@@ -225,6 +226,9 @@ Command add_compile_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "nchw"}));
   sub->add_flag("--no-residual-fusion", args->no_residual_fusion,
                 "Keep residual Adds as separate ops (for A/B runs)");
+  sub->add_flag("--no-pattern-fusion", args->no_pattern_fusion,
+                "Keep MatMul bias Adds, GELU chains and decomposed LayerNorms as separate ops "
+                "(for A/B runs)");
   sub->add_option("--sparsity", args->sparsity,
                   "TeSA pruning attributes, propagated through the graph (SparTA §3.2): auto "
                   "(the weights' zeros) or FILE.json naming weights and patterns");
@@ -244,6 +248,7 @@ Command add_compile_command(CLI::App& app) {
                                         : static_cast<int32_t>(std::thread::hardware_concurrency());
     options.target = machine_target();
     options.fuse_residual = !args->no_residual_fusion;
+    options.fuse_patterns = !args->no_pattern_fusion;
     if (args->tune && args->tiles > 0)
       throw Error("--tune searches the tile count: give --tune or --tiles, not both");
     std::optional<TileTuning> tuning;

@@ -1,5 +1,6 @@
-// compile_graph: checks → TeSA annotations → BN folding → residual-Add and
-// activation fusion → dead-code removal → TeSA propagation → tiler (APU,
+// compile_graph: checks → TeSA annotations → BN folding → MatMul-bias fusion,
+// GELU and LayerNorm recognition → residual-Add and activation fusion →
+// dead-code removal → TeSA propagation → tiler (APU,
 // ASPEN §3.1) → memory plan → TileGraph.
 #include "graph/compiler.hpp"
 
@@ -9,6 +10,9 @@
 #include "graph/error.hpp"
 #include "graph/fold_batch_norm.hpp"
 #include "graph/fuse_activations.hpp"
+#include "graph/fuse_gelu.hpp"
+#include "graph/fuse_layer_norm.hpp"
+#include "graph/fuse_matmul_bias.hpp"
 #include "graph/fuse_residual.hpp"
 #include "graph/memory_plan.hpp"
 #include "graph/op_shape.hpp"
@@ -144,6 +148,14 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
   const bool tesa = sparsity && sparsity->enabled;
   if (tesa) apply_sparsity_annotations(graph, *sparsity);
   std::vector<FoldedBatchNorm> folds = fold_batch_norms(graph);
+  // Bias first (the GELU's input is then the MatMul's output, and the Gelu
+  // op it becomes fuses into that MatMul's epilogue in fuse_activations).
+  std::vector<RewrittenPattern> biases, gelus, layer_norms;
+  if (options.fuse_patterns) {
+    biases = fuse_matmul_bias(graph);
+    gelus = fuse_gelu(graph);
+    layer_norms = fuse_layer_norm(graph);
+  }
   // Residual Adds first: a Relu after the Add then fuses into the same Conv.
   std::vector<FusedResidual> residuals;
   if (options.fuse_residual) residuals = fuse_residual_adds(graph);
@@ -192,6 +204,9 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       OpReport r{op.name, op.type, op.kernel, tiles[i], ""};
       for (const FoldedBatchNorm& f : folds)
         if (f.conv == op.name) r.note = "BatchNormalization '" + f.batch_norm + "' folded in";
+      for (const std::vector<RewrittenPattern>* passes : {&biases, &gelus, &layer_norms})
+        for (const RewrittenPattern& f : *passes)
+          if (f.op == op.name) r.note += (r.note.empty() ? "" : "; ") + f.removed + " fused in";
       for (const FusedResidual& f : residuals)
         if (f.conv == op.name)
           r.note += (r.note.empty() ? "" : "; ") + ("residual '" + f.add + "' fused in");
@@ -209,6 +224,18 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     for (const FoldedBatchNorm& f : folds)
       report->notes.push_back("BatchNormalization '" + f.batch_norm + "' folded into Conv '" +
                               f.conv + "'");
+    // One line per pattern pass: how many, and the first few.
+    auto summarize = [&](const std::vector<RewrittenPattern>& list, const std::string& what) {
+      if (list.empty()) return;
+      std::string line = std::to_string(list.size()) + " " + what + ":";
+      for (size_t i = 0; i < list.size() && i < 3; ++i)
+        line += (i ? ", '" : " '") + list[i].op + "'";
+      if (list.size() > 3) line += ", ...";
+      report->notes.push_back(line);
+    };
+    summarize(biases, "bias Add(s) fused into MatMul epilogues");
+    summarize(gelus, "GELU chain(s) replaced by Gelu");
+    summarize(layer_norms, "decomposed LayerNorm(s) replaced by LayerNormalization");
     for (const FusedResidual& f : residuals)
       report->notes.push_back("'" + f.add + "' fused into '" + f.conv + "' as a residual epilogue");
     for (const FusedActivation& f : fusions)

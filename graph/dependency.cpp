@@ -234,7 +234,7 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       break;
     }
     case OpType::MatMul: {
-      need_inputs(op, in, 2, 2);
+      need_inputs(op, in, 2, 3);  // input 2: a fused bias [N], read at the tile's columns
       Shape sa = in[0], sb = in[1];
       if (sa.empty() || sb.empty()) fail(op, "dependency: rank-0 operand");
       bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
@@ -264,6 +264,11 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       }
       add(deps, 0, ar, in[0]);
       add(deps, 1, br, in[1]);
+      if (in.size() == 3) {
+        need_rank(op, in[2], 1);
+        if (b_vec || in[2][0] != sb.back()) fail(op, "dependency: bias is not [N]");
+        add(deps, 2, Region{{n0}, {n1}}, in[2]);
+      }
       break;
     }
     case OpType::Relu:

@@ -10,8 +10,10 @@ bool has_epilogue(OpType t) {
   return t == OpType::Conv || t == OpType::Gemm || t == OpType::MatMul;
 }
 
-Activation activation_of(OpType t) {
-  switch (t) {
+Activation activation_of(const Operator& op) {
+  switch (op.type) {
+    case OpType::Gelu:
+      return op.attrs.gelu_tanh ? Activation::GeluTanh : Activation::Gelu;
     case OpType::Relu:
       return Activation::Relu;
     case OpType::Clip:
@@ -38,13 +40,15 @@ std::vector<FusedActivation> fuse_activations(Graph& graph) {
   std::vector<bool> removed(graph.ops.size(), false);
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     Operator& act = graph.ops[i];
-    const Activation kind = activation_of(act.type);
+    const Activation kind = activation_of(act);
     if (kind == Activation::None || act.inputs.size() != 1) continue;
     const int32_t t = act.inputs[0];
     const int32_t p = producer[static_cast<size_t>(t)];
     if (p < 0 || consumers[static_cast<size_t>(t)] != 1) continue;
     Operator& prod = graph.ops[static_cast<size_t>(p)];
     if (!has_epilogue(prod.type) || prod.attrs.activation != Activation::None) continue;
+    // The Conv kernels have no GELU epilogue (graph/op_shape.cpp).
+    if (prod.type == OpType::Conv && kind > Activation::Sigmoid) continue;
     prod.attrs.activation = kind;
     if (kind == Activation::Clip) {
       prod.attrs.clip_min = act.attrs.clip_min;

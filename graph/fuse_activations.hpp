@@ -1,6 +1,7 @@
 #pragma once
 // Epilogue fusion: a Relu, Clip or Sigmoid applied to the output of a Conv,
-// Gemm or MatMul becomes that op's fused activation, computed while the tile
+// Gemm or MatMul, or a Gelu (either form) to a Gemm or MatMul, becomes that
+// op's fused activation, computed while the tile
 // is still in registers or cache (issue 4) and saving one pass over memory
 // and one tile node per producer tile.
 #include <string>

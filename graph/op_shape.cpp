@@ -189,7 +189,13 @@ Shape gemm_shape(const Operator& op, const std::vector<Shape>& in) {
 }
 
 Shape matmul_shape(const Operator& op, const std::vector<Shape>& in) {
-  check_input_count(op, in, 2, 2);
+  // Input 2, when present, is a fused per-column bias (graph/fuse_matmul_bias.hpp).
+  check_input_count(op, in, 2, 3);
+  if (in.size() == 3 && (in[0].size() < 2 || in[1].size() != 2 || in[2] != Shape{in[1].back()}))
+    fail(op, "a fused bias needs A of rank >= 2, a 2-D B and a bias of shape [" +
+                 (in[1].empty() ? std::string("N") : std::to_string(in[1].back())) + "], got A " +
+                 shape_to_string(in[0]) + ", B " + shape_to_string(in[1]) + ", bias " +
+                 shape_to_string(in[2]));
   Shape a = in[0], b = in[1];
   if (a.empty() || b.empty()) fail(op, "operands must have rank >= 1");
   bool a_vec = a.size() == 1, b_vec = b.size() == 1;
@@ -451,6 +457,9 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
   if (op.attrs.activation != Activation::None && op.type != OpType::Conv &&
       op.type != OpType::Gemm && op.type != OpType::MatMul)
     fail(op, "has a fused activation, which only Conv, Gemm and MatMul support");
+  // The Conv kernels apply only the activations they had before GELU/SiLU.
+  if (op.type == OpType::Conv && op.attrs.activation > Activation::Sigmoid)
+    fail(op, "has a fused GELU or SiLU activation, which only Gemm and MatMul support");
   switch (op.type) {
     case OpType::Conv:
       return conv_shape(op, in);

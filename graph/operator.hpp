@@ -24,6 +24,9 @@ namespace tessera::graph {
 //  - BatchNormalization (inference form): inputs X, scale, B, mean, var; epsilon.
 //  - Conv, Gemm, MatMul: `activation` is an epilogue fused in by the compiler
 //    (applied after the bias; Clip uses clip_min/clip_max).
+//  - MatMul with a fused bias (graph/fuse_matmul_bias.hpp): input 2 is a
+//    constant [N] (N = B's columns) added to every output row before the
+//    activation. Only 2-D B; ONNX's MatMul itself has two inputs.
 //  - Transpose: perm has one entry per dim (ONNX's default, the reversed
 //    dims, filled in); output dim i is input dim perm[i].
 //  - Gather: axis non-negative. Indices are input 1 (an int64 arena tensor,
@@ -58,8 +61,17 @@ namespace tessera::graph {
 //    nearest_mode as ONNX's attributes (graph/resize_coords.hpp).
 // An elementwise activation fused into the op that produces its input.
 // Values are stored in `.tess` files: append, never renumber.
-enum class Activation : uint8_t { None = 0, Relu = 1, Clip = 2, Sigmoid = 3 };
-inline constexpr Activation kLastActivation = Activation::Sigmoid;
+// Gelu and GeluTanh are ONNX Gelu with approximate = "none" / "tanh".
+enum class Activation : uint8_t {
+  None = 0,
+  Relu = 1,
+  Clip = 2,
+  Sigmoid = 3,
+  Gelu = 4,
+  GeluTanh = 5,
+  Silu = 6,  // x * sigmoid(x)
+};
+inline constexpr Activation kLastActivation = Activation::Silu;
 
 // Pad's mode (ONNX "constant", "reflect", "edge"). Stored in `.tess` files.
 enum class PadMode : uint8_t { Constant = 0, Reflect = 1, Edge = 2 };

@@ -57,6 +57,9 @@ bool activation_keeps_zero(const Operator& op) {
   switch (op.attrs.activation) {
     case Activation::None:
     case Activation::Relu:
+    case Activation::Gelu:  // gelu(0) = silu(0) = 0
+    case Activation::GeluTanh:
+    case Activation::Silu:
       return true;
     case Activation::Clip:
       return op.attrs.clip_min <= 0.0f && 0.0f <= op.attrs.clip_max;
@@ -612,6 +615,11 @@ ElementMask forward_zero(const Operator& op, const std::vector<Shape>& in, const
     }
     case OpType::MatMul: {
       const ProductView v = matmul_view(in[0], in[1]);
+      if (in.size() > 2) {  // a fused bias [N]: the added term of output (b, i, j) is bias[j]
+        std::vector<int64_t> bias_map(static_cast<size_t>(n));
+        for (int64_t o = 0; o < n; ++o) bias_map[static_cast<size_t>(o)] = o % v.n;
+        return product_forward(v, *z[0], *z[1], z[2], &bias_map, false, activation_keeps_zero(op));
+      }
       return product_forward(v, *z[0], *z[1], nullptr, nullptr, false, activation_keeps_zero(op));
     }
     case OpType::Gemm: {
@@ -677,6 +685,9 @@ std::vector<ElementMask> backward_live(const Operator& op, const std::vector<Sha
     case OpType::MatMul: {
       const ProductView v = matmul_view(in[0], in[1]);
       product_backward(v, *z[0], *z[1], live, in_live[0], in_live[1]);
+      if (in.size() > 2)  // the fused bias [N]
+        for (int64_t o = 0; o < n; ++o)
+          if (live.test(o)) in_live[2].set(o % v.n);
       return in_live;
     }
     case OpType::Gemm: {

@@ -45,6 +45,9 @@ struct CompileOptions {
   int32_t threads = 0;        // thread count the graph was tuned for (0: unspecified)
   std::string target;         // the machine it was compiled for, e.g. "x86_64 avx512f"
   bool fuse_residual = true;  // residual-Add fusion (graph/fuse_residual.hpp); not stored
+  // MatMul-bias fusion and GELU / LayerNorm recognition (graph/fuse_matmul_bias.hpp,
+  // fuse_gelu.hpp, fuse_layer_norm.hpp); not stored.
+  bool fuse_patterns = true;
 };
 
 struct TileGraph {

@@ -10,6 +10,18 @@
 
 namespace tessera::kernels {
 
+// ONNX Gelu, approximate = "none": 0.5 x (1 + erf(x / sqrt(2))).
+inline float gelu_erf(float x) {
+  constexpr float kSqrtHalf = 0.7071067811865476f;
+  return 0.5f * x * (1.0f + std::erf(x * kSqrtHalf));
+}
+
+// ONNX Gelu, approximate = "tanh": 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+inline float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
 inline float activate(graph::Activation a, float x, float clip_min, float clip_max) {
   switch (a) {
     case graph::Activation::None:
@@ -20,6 +32,12 @@ inline float activate(graph::Activation a, float x, float clip_min, float clip_m
       return std::min(std::max(x, clip_min), clip_max);
     case graph::Activation::Sigmoid:
       return 1.0f / (1.0f + std::exp(-x));
+    case graph::Activation::Gelu:
+      return gelu_erf(x);
+    case graph::Activation::GeluTanh:
+      return gelu_tanh(x);
+    case graph::Activation::Silu:
+      return x * (1.0f / (1.0f + std::exp(-x)));  // as Mul(x, Sigmoid(x)) rounds
   }
   return x;
 }

@@ -56,6 +56,9 @@ inline void store_activated(const float* __restrict acc, float* __restrict out, 
     }
     case graph::Activation::None:
     case graph::Activation::Sigmoid:
+    case graph::Activation::Gelu:
+    case graph::Activation::GeluTanh:
+    case graph::Activation::Silu:
       std::copy(acc, acc + count, out);
       apply_activation(attrs, out, count);
       return;

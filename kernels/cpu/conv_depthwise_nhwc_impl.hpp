@@ -67,6 +67,9 @@ inline Batch activate_vector(Batch x, const DepthwiseContext& k) {
       return xsimd::min(xsimd::max(x, Batch(k.clip_min)), Batch(k.clip_max));
     case graph::Activation::None:
     case graph::Activation::Sigmoid:  // applied per pixel afterwards (scalar exp)
+    case graph::Activation::Gelu:     // never on a Conv (graph/op_shape.cpp)
+    case graph::Activation::GeluTanh:
+    case graph::Activation::Silu:
       return x;
   }
   return x;
@@ -80,6 +83,9 @@ inline float activate_scalar(float x, const DepthwiseContext& k) {
       return std::min(std::max(x, k.clip_min), k.clip_max);
     case graph::Activation::None:
     case graph::Activation::Sigmoid:
+    case graph::Activation::Gelu:
+    case graph::Activation::GeluTanh:
+    case graph::Activation::Silu:
       return x;
   }
   return x;

@@ -90,6 +90,12 @@ void transpose_panel(const float* src, int64_t ld_src, int64_t rows, int64_t col
 // The op's fused activation (graph::Activation) as the SGEMM epilogue's.
 GemmActivation gemm_activation(graph::Activation activation);
 
+// MatMul's optional fused bias (input 2, graph/fuse_matmul_bias.hpp): why
+// the inputs do not fit it (count, shapes), or nothing.
+std::optional<std::string> matmul_bias_problem(std::span<const ConstTensorView> inputs);
+// MatMul's epilogue: its fused activation, and the fused bias per column.
+GemmEpilogue matmul_epilogue(const TileArgs& args);
+
 // Throws tessera::Error naming the variant and the op.
 [[noreturn]] void fail_op(std::string_view variant, const graph::Operator* op,
                           const std::string& what);

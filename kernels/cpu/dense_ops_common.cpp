@@ -52,6 +52,12 @@ GemmActivation gemm_activation(graph::Activation activation) {
       return GemmActivation::kClip;
     case graph::Activation::Sigmoid:
       return GemmActivation::kSigmoid;
+    case graph::Activation::Gelu:
+      return GemmActivation::kGelu;
+    case graph::Activation::GeluTanh:
+      return GemmActivation::kGeluTanh;
+    case graph::Activation::Silu:
+      return GemmActivation::kSilu;
   }
   throw Error("unknown fused activation " + std::to_string(static_cast<int>(activation)));
 }

@@ -29,6 +29,8 @@
 #include <span>
 #include <string_view>
 
+#include "kernels/activation.hpp"
+
 namespace tessera::kernels::cpu {
 
 enum class GemmIsa { kPortable, kAvx2, kAvx512 };
@@ -133,14 +135,15 @@ PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool tran
                     const GemmMicrokernel& kernel);
 
 enum class GemmBias { kNone, kPerColumn, kPerRow };
-enum class GemmActivation { kNone, kRelu, kClip, kSigmoid };
+enum class GemmActivation { kNone, kRelu, kClip, kSigmoid, kGelu, kGeluTanh, kSilu };
 enum class GemmResidual { kBeforeActivation, kAfterActivation };
 
 // Applied per element of the tile, in this order:
 //   x = (accumulate ? C : 0) + A·B
 //   x += bias[n] (kPerColumn) or bias[m] (kPerRow: output channels as rows)
 //   x += residual[m·ld_residual + n]   if residual and kBeforeActivation
-//   x = activation(x)                  relu, clip to [clip_min, clip_max], sigmoid
+//   x = activation(x)                  relu, clip to [clip_min, clip_max], sigmoid,
+//                                      gelu (erf or tanh form), silu
 //   x += residual[m·ld_residual + n]   if residual and kAfterActivation
 // bias and residual are indexed by absolute row/column, like A and C.
 struct GemmEpilogue {
@@ -172,6 +175,15 @@ inline float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, i
       break;
     case GemmActivation::kSigmoid:
       x = 1.0f / (1.0f + std::exp(-x));
+      break;
+    case GemmActivation::kGelu:
+      x = gelu_erf(x);
+      break;
+    case GemmActivation::kGeluTanh:
+      x = gelu_tanh(x);
+      break;
+    case GemmActivation::kSilu:
+      x = x * (1.0f / (1.0f + std::exp(-x)));
       break;
   }
   if (ep.residual && !residual_before) x += ep.residual[m * ep.ld_residual + n];

@@ -40,6 +40,20 @@ inline Batch apply_microtile_epilogue(Batch x, const GemmMicrotileEpilogue& ep, 
     case GemmActivation::kSigmoid:
       x = Batch(1.0f) / (Batch(1.0f) + xsimd::exp(-x));
       break;
+    // xsimd's erf and tanh (Boost.SIMD's rational approximations) stay
+    // within a few ulp of std::erf/std::tanh, so the fused GELU matches the
+    // scalar reference (kernels/activation.hpp) to float rounding.
+    case GemmActivation::kGelu:
+      x = Batch(0.5f) * x * (Batch(1.0f) + xsimd::erf(x * Batch(0.7071067811865476f)));
+      break;
+    case GemmActivation::kGeluTanh: {
+      const Batch inner = Batch(0.7978845608028654f) * (x + Batch(0.044715f) * x * x * x);
+      x = Batch(0.5f) * x * (Batch(1.0f) + xsimd::tanh(inner));
+      break;
+    }
+    case GemmActivation::kSilu:
+      x = x * (Batch(1.0f) / (Batch(1.0f) + xsimd::exp(-x)));
+      break;
   }
   if (ep.residual && !residual_before)
     x += Batch::load_unaligned(ep.residual + i * ep.ld_residual + j);

@@ -85,6 +85,35 @@ std::optional<std::string> gemm_applies_with(const graph::Operator& op,
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<std::string> matmul_bias_problem(std::span<const ConstTensorView> inputs) {
+  if (inputs.size() != 2 && inputs.size() != 3) return "expected 2 or 3 inputs";
+  for (const ConstTensorView& input : inputs)
+    if (!input.shape) return "an input has no shape";
+  if (inputs.size() == 3) {
+    const graph::Shape& b = *inputs[1].shape;
+    if (b.size() != 2 || *inputs[2].shape != graph::Shape{b[1]})
+      return "fused bias " + graph::shape_to_string(*inputs[2].shape) + " is not [N] for B " +
+             graph::shape_to_string(b);
+  }
+  return std::nullopt;
+}
+
+GemmEpilogue matmul_epilogue(const TileArgs& args) {
+  const graph::OpAttributes& attrs = args.op->attrs;
+  GemmEpilogue ep{.activation = gemm_activation(attrs.activation),
+                  .clip_min = attrs.clip_min,
+                  .clip_max = attrs.clip_max};
+  if (args.input_count == 3) {  // the fused bias [N], indexed by absolute column like C
+    ep.bias = args.inputs[2].data;
+    ep.bias_kind = GemmBias::kPerColumn;
+  }
+  return ep;
+}
+
+namespace {
+
 // Rows per gemm_tile() call: all of them when A is read in place, else as
 // many as fit the transposed panel.
 int64_t rows_per_call(bool transposed_a, int64_t depth, int64_t rows) {
@@ -222,8 +251,7 @@ void gemm(const TileArgs& args) {
 std::optional<std::string> matmul_applies(const graph::Operator& op,
                                           std::span<const ConstTensorView> inputs) {
   if (op.type != graph::OpType::MatMul) return "not a MatMul";
-  if (inputs.size() != 2) return "expected 2 inputs";
-  if (!inputs[0].shape || !inputs[1].shape) return "an input has no shape";
+  if (auto why = matmul_bias_problem(inputs)) return why;
   const graph::Shape& a = *inputs[0].shape;
   const graph::Shape& b = *inputs[1].shape;
   if (a.size() < 2) return "A has rank " + std::to_string(a.size()) + " (needs rank >= 2)";
@@ -246,7 +274,7 @@ PreparedOp prepare_matmul(const graph::Operator& op, std::span<const ConstTensor
 }
 
 void matmul(const TileArgs& args) {
-  check_dense_tile_args(kMatMulVariant, args, 2, 2, /*needs_prepared=*/true);
+  check_dense_tile_args(kMatMulVariant, args, 2, 3, /*needs_prepared=*/true);
   const auto& prep = *static_cast<const MatMulPrepared*>(args.prepared);
   const graph::Shape& a_shape = *args.inputs[0].shape;
   const graph::Shape& y_shape = *args.output.shape;
@@ -261,10 +289,9 @@ void matmul(const TileArgs& args) {
   const graph::Region& r = *args.region;
   if (r.empty()) return;
 
-  const graph::OpAttributes& attrs = args.op->attrs;
-  const GemmEpilogue ep{.activation = gemm_activation(attrs.activation),
-                        .clip_min = attrs.clip_min,
-                        .clip_max = attrs.clip_max};
+  if (auto why = matmul_bias_problem({args.inputs, args.input_count}))
+    fail_op(kMatMulVariant, args.op, *why);
+  const GemmEpilogue ep = matmul_epilogue(args);
   for_each_batched_gemm_tile(r, a_shape, [&](const GemmTile& tile) {
     gemm_tile(args.inputs[0].data, k, prep.b, args.output.data, n, tile, ep);
   });
@@ -273,8 +300,7 @@ void matmul(const TileArgs& args) {
 std::optional<std::string> matmul_batched_applies(const graph::Operator& op,
                                                   std::span<const ConstTensorView> inputs) {
   if (op.type != graph::OpType::MatMul) return "not a MatMul";
-  if (inputs.size() != 2) return "expected 2 inputs";
-  if (!inputs[0].shape || !inputs[1].shape) return "an input has no shape";
+  if (auto why = matmul_bias_problem(inputs)) return why;
   const graph::Shape& a = *inputs[0].shape;
   const graph::Shape& b = *inputs[1].shape;
   if (a.size() < 2 || a.size() != b.size())
@@ -291,7 +317,7 @@ std::optional<std::string> matmul_batched_applies(const graph::Operator& op,
 }
 
 void matmul_batched(const TileArgs& args) {
-  check_dense_tile_args(kMatMulBatchedVariant, args, 2, 2, /*needs_prepared=*/false);
+  check_dense_tile_args(kMatMulBatchedVariant, args, 2, 3, /*needs_prepared=*/false);
   const graph::Shape& a_shape = *args.inputs[0].shape;
   const graph::Shape& b_shape = *args.inputs[1].shape;
   if (auto why = matmul_batched_applies(*args.op, {args.inputs, args.input_count}))
@@ -306,10 +332,7 @@ void matmul_batched(const TileArgs& args) {
                 graph::shape_to_string(expected));
   const graph::Region& r = *args.region;
   if (r.empty()) return;
-  const graph::OpAttributes& attrs = args.op->attrs;
-  const GemmEpilogue ep{.activation = gemm_activation(attrs.activation),
-                        .clip_min = attrs.clip_min,
-                        .clip_max = attrs.clip_max};
+  const GemmEpilogue ep = matmul_epilogue(args);
   // Walk the region's batch box; each batch index is one [M, K]·[K, N]
   // product whose B (broadcast where B's dim is 1) is packed for this tile.
   const GemmTile rows_cols{.m0 = r.begin[rank - 2],

@@ -1,6 +1,9 @@
 // Reference MatMul with numpy semantics: batch dims broadcast, a 1-D A is a
 // row vector [1, K] and a 1-D B a column vector [K, 1], their unit dim
-// dropped from the output. Each output element sums over k in ascending order.
+// dropped from the output. Each output element sums over k in ascending order,
+// then adds the fused bias (input 2, [N]: graph/fuse_matmul_bias.hpp) if
+// any, then applies the fused activation: the same rounding as MatMul, Add,
+// activation run one after the other.
 #include <algorithm>
 
 #include "kernels/activation.hpp"
@@ -10,7 +13,7 @@
 namespace tessera::kernels::reference {
 
 void matmul(const TileArgs& args) {
-  check_tile_args(args, 2, 2);
+  check_tile_args(args, 2, 3);
   const graph::Shape& a_shape = *args.inputs[0].shape;
   const graph::Shape& b_shape = *args.inputs[1].shape;
   const graph::Shape& y_shape = *args.output.shape;
@@ -42,6 +45,10 @@ void matmul(const TileArgs& args) {
     fail(args, "A " + graph::shape_to_string(a_shape) + " and B " +
                    graph::shape_to_string(b_shape) + " do not give output " +
                    graph::shape_to_string(y_shape));
+  const float* bias = args.input_count == 3 ? args.inputs[2].data : nullptr;
+  if (args.input_count == 3 && (b_rank != 2 || *args.inputs[2].shape != graph::Shape{cols}))
+    fail(args, "fused bias " + graph::shape_to_string(*args.inputs[2].shape) +
+                   " is not [N] for a 2-D B " + graph::shape_to_string(b_shape));
 
   // Walk the batch part of the region; one trailing unit dim lets
   // for_each_row visit every batch index (also when there are none).
@@ -86,6 +93,8 @@ void matmul(const TileArgs& args) {
                         const float* b_k = b_mat + k * cols;
                         for (int64_t j = j_begin; j < j_end; ++j) row[j] += a_ik * b_k[j];
                       }
+                      if (bias)
+                        for (int64_t j = j_begin; j < j_end; ++j) row[j] += bias[j];
                       apply_activation(args.op->attrs, row + j_begin, j_end - j_begin);
                     }
                   });

@@ -51,6 +51,17 @@ inline void finish_row(const float* src, float* dst, int64_t count, int64_t m, i
       case GemmActivation::kSigmoid:
         x = Batch(1.0f) / (Batch(1.0f) + xsimd::exp(-x));
         break;
+      case GemmActivation::kGelu:
+        x = Batch(0.5f) * x * (Batch(1.0f) + xsimd::erf(x * Batch(0.7071067811865476f)));
+        break;
+      case GemmActivation::kGeluTanh: {
+        const Batch inner = Batch(0.7978845608028654f) * (x + Batch(0.044715f) * x * x * x);
+        x = Batch(0.5f) * x * (Batch(1.0f) + xsimd::tanh(inner));
+        break;
+      }
+      case GemmActivation::kSilu:
+        x = x * (Batch(1.0f) / (Batch(1.0f) + xsimd::exp(-x)));
+        break;
     }
     if (residual && !before) x += Batch::load_unaligned(residual + j);
     x.store_unaligned(dst + j);

@@ -87,7 +87,7 @@ PreparedOp prepare_matmul_sparse(const graph::Operator& op,
 }
 
 void matmul_sparse(const TileArgs& args) {
-  cpu::check_dense_tile_args(kMatMulVariant, args, 2, 2, /*needs_prepared=*/true);
+  cpu::check_dense_tile_args(kMatMulVariant, args, 2, 3, /*needs_prepared=*/true);
   const auto& prep = *static_cast<const MatMulSparsePrepared*>(args.prepared);
   const graph::Shape& a_shape = *args.inputs[0].shape;
   const graph::Shape& y_shape = *args.output.shape;
@@ -101,10 +101,9 @@ void matmul_sparse(const TileArgs& args) {
                      ", Y " + graph::shape_to_string(y_shape) + ")");
   const graph::Region& r = *args.region;
   if (r.empty()) return;
-  const graph::OpAttributes& attrs = args.op->attrs;
-  const GemmEpilogue ep{.activation = cpu::gemm_activation(attrs.activation),
-                        .clip_min = attrs.clip_min,
-                        .clip_max = attrs.clip_max};
+  if (auto why = cpu::matmul_bias_problem({args.inputs, args.input_count}))
+    cpu::fail_op(kMatMulVariant, args.op, *why);
+  const GemmEpilogue ep = cpu::matmul_epilogue(args);
   cpu::for_each_batched_gemm_tile(r, a_shape, [&](const GemmTile& tile) {
     sparse_gemm_tile(args.inputs[0].data, k, prep.b, args.output.data, n, tile, ep);
   });

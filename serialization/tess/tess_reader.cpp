@@ -79,6 +79,7 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::Gemm:
       return {2, 3};
     case OpType::MatMul:
+      return {2, 3};  // A, B; a fused bias is input 2
     case OpType::Add:
     case OpType::Mul:
     case OpType::Sub:

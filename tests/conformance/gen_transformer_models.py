@@ -327,6 +327,49 @@ def gen_batched_matmul(rng, idx):
   return case(b, f"attention_matmul_{idx}_{n}x{heads}x{s}x{d}", [y], gm.rand_opset(rng, 13, 21))
 
 
+def gen_fusion_pattern(rng, idx):
+  """The exporter forms the compiler fuses (issue 5), one per case, each with its operand orders:
+  Linear with bias [N] or [1, 1, N] on either side of the Add; erf GELU as torch writes it
+  (0.5 * x) * (1 + erf(x * 0.70710677)); tanh GELU with x * x * x; LayerNorm with Mul(d, d) and
+  commuted Mul/Add; and near misses that must stay unfused but still compute the same."""
+  b = gm.GraphBuilder(rng)
+  n, s, h = int(rng.integers(1, 3)), int(rng.integers(1, 8)), 4 * int(rng.integers(1, 6))
+  x = b.input([n, s, h])
+  w = b.weight([h, 2 * h], fan_in=h)
+  bias = (0.1 * rng.standard_normal(2 * h)).astype(np.float32)
+  kind = idx % 6
+  if kind == 0:  # bias [1, 1, N] on the left, then a Relu fused after it
+    y = b.node("Add", [b.const(bias.reshape(1, 1, -1), "bias"), b.node("MatMul", [x, w])])
+    y = b.node("Relu", [y])
+  elif kind == 1:  # torch's erf GELU after a Linear
+    y = b.node("Add", [b.node("MatMul", [x, w]), b.const(bias, "bias")])
+    e = b.node("Erf", [b.node("Mul", [y, f32(b, 0.70710677)])])
+    y = b.node("Mul", [b.node("Mul", [f32(b, 0.5), y]), b.node("Add", [f32(b, 1.0), e])])
+  elif kind == 2:  # tanh GELU with x * x * x, factors grouped as x * (0.5 * (1 + tanh))
+    y = b.node("Add", [b.node("MatMul", [x, w]), b.const(bias, "bias")])
+    cube = b.node("Mul", [b.node("Mul", [y, y]), y])
+    inner = b.node("Add", [b.node("Mul", [f32(b, 0.044715), cube]), y])
+    t = b.node("Tanh", [b.node("Mul", [f32(b, 0.7978845608), inner])])
+    y = b.node("Mul", [y, b.node("Mul", [f32(b, 0.5), b.node("Add", [t, f32(b, 1.0)])])])
+  elif kind == 3:  # LayerNorm with Mul(d, d), commuted scale and shift, gamma [1, 1, H]
+    mean = reduce_mean(b, x, [-1], 13)
+    d = b.node("Sub", [x, mean])
+    var = reduce_mean(b, b.node("Mul", [d, d]), [-1], 13)
+    sd = b.node("Sqrt", [b.node("Add", [f32(b, 1e-5), var])])
+    gamma = b.const(rng.uniform(0.5, 1.5, (1, 1, h)).astype(np.float32), "ln_g")
+    beta = b.const((0.1 * rng.standard_normal(h)).astype(np.float32), "ln_b")
+    y = b.node("Add", [beta, b.node("Mul", [gamma, b.node("Div", [d, sd])])])
+  elif kind == 4:  # near miss: the MatMul output is also read by a second branch
+    mm = b.node("MatMul", [x, w])
+    y = b.node("Add", [b.node("Add", [mm, b.const(bias, "bias")]), b.node("Sigmoid", [mm])])
+  else:  # near miss: a GELU-like chain with 0.6 instead of 0.5, and a per-row addend
+    y = b.node("Add", [b.node("MatMul", [x, w]), b.const(bias[:s].reshape(s, 1), "rows")])
+    e = b.node("Erf", [b.node("Div", [y, f32(b, 1.4142135)])])
+    y = b.node("Mul", [b.node("Mul", [y, b.node("Add", [e, f32(b, 1.0)])]), f32(b, 0.6)])
+  opset = 13 if kind == 3 else gm.rand_opset(rng, 13, 21)
+  return case(b, f"fusion_{idx}_{n}x{s}x{h}", [y], opset)
+
+
 # ---------------------------------------------------------------- transformers
 
 
@@ -463,6 +506,7 @@ SINGLE_OPS = [
     (gen_cast, 3),
     (gen_shape_subgraph, 4),
     (gen_batched_matmul, 4),
+    (gen_fusion_pattern, 6),
 ]
 
 

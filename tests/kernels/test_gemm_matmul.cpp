@@ -1,5 +1,7 @@
 // Gemm and MatMul reference kernels vs. textbook triple loops, plus tiling
 // determinism and hand-computed cases.
+#include <numbers>
+
 #include "kernel_test_util.hpp"
 
 namespace tessera::kernels::test {
@@ -133,6 +135,72 @@ TEST_CASE("MatMul reference: batch broadcasting and 1-D operands vs naive; tilin
     const std::vector<double> expected = naive_matmul(a, b, out_shape);
     check_kernel(make_op(OpType::MatMul), {a, b}, out_shape, expected, rng);
   }
+}
+
+TEST_CASE("MatMul reference: fused bias [N] and every activation vs naive; tiling") {
+  const graph::Activation activations[] = {graph::Activation::None, graph::Activation::Relu,
+                                           graph::Activation::Clip, graph::Activation::Sigmoid,
+                                           graph::Activation::Gelu, graph::Activation::GeluTanh,
+                                           graph::Activation::Silu};
+  for (int trial = 0; trial < 70; ++trial) {
+    const uint64_t seed = base_seed() + 4500 + trial;
+    INFO("seed " << seed << " (set TESSERA_TEST_SEED to replay)");
+    Rng rng(seed);
+    const int64_t M = rng.size(11), K = rng.size(11), N = rng.size(11);
+    Shape as = random_shape(rng, 0, 2, 3);
+    as.push_back(M);
+    as.push_back(K);
+    const Tensor a = random_tensor(as, rng), b = random_tensor({K, N}, rng);
+    const bool with_bias = trial % 7 != 3;
+    const Tensor bias = random_tensor({N}, rng);
+    graph::Operator op = make_op(OpType::MatMul);
+    op.attrs.activation = activations[trial % 7];
+    op.attrs.clip_min = -0.2f;
+    op.attrs.clip_max = 0.3f;
+    Shape out_shape;
+    std::vector<double> expected = naive_matmul(a, b, out_shape);
+    for (size_t e = 0; e < expected.size(); ++e) {
+      double x = expected[e] + (with_bias ? bias.data[e % static_cast<size_t>(N)] : 0.0);
+      switch (op.attrs.activation) {
+        case graph::Activation::None:
+          break;
+        case graph::Activation::Relu:
+          x = std::max(x, 0.0);
+          break;
+        case graph::Activation::Clip:
+          x = std::clamp(x, -0.2, 0.3);
+          break;
+        case graph::Activation::Sigmoid:
+          x = 1.0 / (1.0 + std::exp(-x));
+          break;
+        case graph::Activation::Gelu:
+          x = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+          break;
+        case graph::Activation::GeluTanh:
+          x = 0.5 * x *
+              (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+          break;
+        case graph::Activation::Silu:
+          x = x / (1.0 + std::exp(-x));
+          break;
+      }
+      expected[e] = x;
+    }
+    std::vector<Tensor> inputs{a, b};
+    if (with_bias) inputs.push_back(bias);
+    check_kernel(op, inputs, out_shape, expected, rng);
+  }
+}
+
+TEST_CASE("MatMul reference: a fused bias of the wrong shape is an error, not a crash") {
+  const TileKernel k = find_tile_kernel(OpType::MatMul, "reference");
+  const graph::Operator op = make_op(OpType::MatMul);
+  // [[1,2],[3,4]] x I + [10, 20] = [[11, 22], [13, 24]].
+  CHECK(run_whole(k, op, {{{2, 2}, {1, 2, 3, 4}}, {{2, 2}, {1, 0, 0, 1}}, {{2}, {10, 20}}},
+                  {2, 2}) == std::vector<float>{11, 22, 13, 24});
+  CHECK_THROWS_WITH_AS(
+      run_whole(k, op, {{{2, 2}, {1, 2, 3, 4}}, {{2, 2}, {1, 0, 0, 1}}, {{3}, {1, 2, 3}}}, {2, 2}),
+      doctest::Contains("fused bias"), tessera::Error);
 }
 
 TEST_CASE("MatMul reference: hand-computed cases") {

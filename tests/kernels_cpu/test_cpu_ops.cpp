@@ -81,6 +81,12 @@ std::string activation_name(Activation a) {
       return "clip";
     case Activation::Sigmoid:
       return "sigmoid";
+    case Activation::Gelu:
+      return "gelu";
+    case Activation::GeluTanh:
+      return "gelu_tanh";
+    case Activation::Silu:
+      return "silu";
   }
   return "?";
 }
@@ -814,7 +820,9 @@ TEST_CASE("cpu.gemm matches the reference gemm: every C form, transposes, alpha,
       seed++);
 }
 
-OpCase matmul_case(const Shape& a_batch, int64_t m, int64_t k, int64_t n, Activation act) {
+// With `bias`, the fused per-column bias [N] (graph/fuse_matmul_bias.hpp) as input 2.
+OpCase matmul_case(const Shape& a_batch, int64_t m, int64_t k, int64_t n, Activation act,
+                   bool bias = false) {
   OpCase c;
   c.label = "matmul";
   c.op.name = "matmul";
@@ -827,6 +835,11 @@ OpCase matmul_case(const Shape& a_batch, int64_t m, int64_t k, int64_t n, Activa
   a.push_back(k);
   c.inputs = {a, {k, n}};
   c.constant = {false, true};
+  if (bias) {
+    c.label += "_bias";
+    c.inputs.push_back({n});
+    c.constant.push_back(true);
+  }
   c.output = a_batch;
   c.output.push_back(m);
   c.output.push_back(n);
@@ -845,8 +858,9 @@ TEST_CASE("cpu.matmul matches the reference matmul for A of rank 2 to 4") {
     const int64_t k = pick<int64_t>(rng, {1, 4, 19, 330});
     const int64_t n = pick<int64_t>(rng, {1, 7, 64, 71});
     const Activation act =
-        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
-    check_case("cpu.matmul", matmul_case(batch, m, k, n, act), seed++);
+        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid,
+                   Activation::Gelu, Activation::GeluTanh, Activation::Silu});
+    check_case("cpu.matmul", matmul_case(batch, m, k, n, act, /*bias=*/i % 2 == 1), seed++);
   }
 }
 
@@ -867,7 +881,8 @@ TEST_CASE("cpu.matmul_batched matches the reference matmul (activation B, batch 
     const int64_t n = pick<int64_t>(rng, {1, 7, 16, 71});
     OpCase c = matmul_case(
         a_batch, m, k, n,
-        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid}));
+        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid,
+                   Activation::Gelu, Activation::GeluTanh, Activation::Silu}));
     c.label = "matmul_batched";
     c.inputs[1] = b_batch;
     c.inputs[1].push_back(k);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <numbers>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -170,6 +171,16 @@ void check_case(const GemmMicrokernel& kernel, const GemmCase& gc, uint64_t seed
         case GemmActivation::kSigmoid:
           x = 1.0 / (1.0 + std::exp(-x));
           break;
+        case GemmActivation::kGelu:
+          x = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+          break;
+        case GemmActivation::kGeluTanh:
+          x = 0.5 * x *
+              (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+          break;
+        case GemmActivation::kSilu:
+          x = x / (1.0 + std::exp(-x));
+          break;
       }
       if (gc.residual_position == GemmResidual::kAfterActivation) x += r;
       if (!(std::fabs(got - x) <= tol) && bad++ < 5)
@@ -271,8 +282,10 @@ void test_microkernel(const GemmMicrokernel& kernel) {
   SUBCASE("every epilogue, on whole and edge microtiles, with K blocks") {
     for (int64_t k : {9, 400}) {
       for (GemmBias bias : {GemmBias::kNone, GemmBias::kPerColumn, GemmBias::kPerRow}) {
-        for (GemmActivation act : {GemmActivation::kNone, GemmActivation::kRelu,
-                                   GemmActivation::kClip, GemmActivation::kSigmoid}) {
+        for (GemmActivation act :
+             {GemmActivation::kNone, GemmActivation::kRelu, GemmActivation::kClip,
+              GemmActivation::kSigmoid, GemmActivation::kGelu, GemmActivation::kGeluTanh,
+              GemmActivation::kSilu}) {
           for (int residual = 0; residual < 3; ++residual) {
             GemmCase gc = whole(2 * mr + 1, 2 * nr + 1, k);
             gc.tile = {1, 2 * mr + 1, 1, 2 * nr + 1};  // whole microtiles and edges

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <numbers>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -92,7 +93,7 @@ EpilogueCase random_epilogue(std::mt19937_64& rng) {
   EpilogueCase e;
   e.accumulate = rng() % 4 == 0;
   e.bias = static_cast<cpu::GemmBias>(rng() % 3);
-  e.activation = static_cast<cpu::GemmActivation>(rng() % 4);
+  e.activation = static_cast<cpu::GemmActivation>(rng() % 7);  // kNone .. kSilu
   e.residual = rng() % 3 == 0;
   e.position =
       rng() % 2 ? cpu::GemmResidual::kAfterActivation : cpu::GemmResidual::kBeforeActivation;
@@ -153,6 +154,16 @@ void check_layout(int64_t m, int64_t k, int64_t n, const std::vector<float>& b, 
           break;
         case cpu::GemmActivation::kSigmoid:
           x = 1.0 / (1.0 + std::exp(-x));
+          break;
+        case cpu::GemmActivation::kGelu:
+          x = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+          break;
+        case cpu::GemmActivation::kGeluTanh:
+          x = 0.5 * x *
+              (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+          break;
+        case cpu::GemmActivation::kSilu:
+          x = x / (1.0 + std::exp(-x));
           break;
       }
       if (ec.position == cpu::GemmResidual::kAfterActivation) x += r;

@@ -143,11 +143,13 @@ T pick(std::mt19937_64& rng, std::initializer_list<T> values) {
 
 graph::Activation random_activation(std::mt19937_64& rng) {
   return pick(rng, {graph::Activation::None, graph::Activation::Relu, graph::Activation::Clip,
-                    graph::Activation::Sigmoid});
+                    graph::Activation::Sigmoid, graph::Activation::Gelu,
+                    graph::Activation::GeluTanh, graph::Activation::Silu});
 }
 
+// With `bias`, the fused per-column bias [N] (graph/fuse_matmul_bias.hpp) as input 2.
 OpCase matmul_case(const Shape& batch, int64_t m, int64_t k, int64_t n, double density,
-                   graph::Activation act) {
+                   graph::Activation act, bool bias = false) {
   OpCase c;
   c.op.name = "matmul";
   c.op.type = OpType::MatMul;
@@ -160,6 +162,11 @@ OpCase matmul_case(const Shape& batch, int64_t m, int64_t k, int64_t n, double d
   c.inputs = {a, {k, n}};
   c.constant = {false, true};
   c.density = {1.0, density};
+  if (bias) {
+    c.inputs.push_back({n});
+    c.constant.push_back(true);
+    c.density.push_back(1.0);
+  }
   c.output = batch;
   c.output.push_back(m);
   c.output.push_back(n);
@@ -204,10 +211,10 @@ TEST_CASE("cpu.matmul_sparse matches the reference matmul, A of rank 2 to 4") {
     const int64_t m = pick<int64_t>(rng, {1, 2, 5, 13, 37});
     const int64_t k = pick<int64_t>(rng, {1, 4, 19, 67, 200});
     const int64_t n = pick<int64_t>(rng, {1, 7, 64, 71});
-    check_case(
-        "cpu.matmul_sparse",
-        matmul_case(batch, m, k, n, pick(rng, {0.0, 0.01, 0.1, 0.2}), random_activation(rng)),
-        seed++);
+    check_case("cpu.matmul_sparse",
+               matmul_case(batch, m, k, n, pick(rng, {0.0, 0.01, 0.1, 0.2}), random_activation(rng),
+                           /*bias=*/i % 2 == 0),
+               seed++);
   }
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/compiler.hpp"
 #include "graph/error.hpp"
 #include "graph/tile_graph.hpp"
 #include "serialization/tess/tess_format.hpp"
@@ -358,6 +359,47 @@ TEST_CASE("NHWC layouts survive a round trip; the reader refuses them where kern
   SUBCASE("NHWC model output") {
     check_rejected([](TileGraph& g) { g.tensors[5].layout = graph::Layout::NHWC; },
                    {"model output 0", "NHWC", "must be NCHW"});
+  }
+}
+
+TEST_CASE("a MatMul with a fused bias and GELU epilogue survives a round trip") {
+  // MatMul(x, W) + b, then Gelu: the compiler fuses both into the MatMul.
+  for (bool tanh : {false, true}) {
+    CAPTURE(tanh);
+    graph::Graph g;
+    auto tensor = [&](std::string name, graph::Shape shape, bool weight) {
+      graph::TensorInfo info{std::move(name), std::move(shape), graph::DType::Float32, weight, {}};
+      if (weight) info.weight.assign(static_cast<size_t>(graph::shape_numel(info.shape)), 0.25f);
+      g.tensors.push_back(std::move(info));
+      return static_cast<int32_t>(g.tensors.size() - 1);
+    };
+    const int32_t x = tensor("x", {2, 3, 5}, false), w = tensor("w", {5, 4}, true);
+    const int32_t b = tensor("b", {1, 4}, true), y = tensor("y", {2, 3, 4}, false);
+    const int32_t z = tensor("z", {2, 3, 4}, false), out = tensor("out", {2, 3, 4}, false);
+    auto op = [&](OpType type, std::vector<int32_t> in, int32_t result) {
+      graph::Operator o;
+      o.name = std::string(graph::op_type_name(type));
+      o.type = type;
+      o.attrs.gelu_tanh = type == OpType::Gelu && tanh;
+      o.inputs = std::move(in);
+      o.outputs = {result};
+      g.ops.push_back(std::move(o));
+    };
+    op(OpType::MatMul, {x, w}, y);
+    op(OpType::Add, {b, y}, z);
+    op(OpType::Gelu, {z}, out);
+    g.inputs = {x};
+    g.outputs = {out};
+    const TileGraph tg =
+        graph::compile_graph(g, graph::CompileOptions{.tiles = 2, .target = "test"}, nullptr);
+    REQUIRE(tg.ops.size() == 1);
+    const std::vector<uint8_t> bytes = serialize_tess(tg);
+    const TileGraph back = read_exact_copy(bytes, bytes.size());
+    check_same_graph(tg, back);
+    REQUIRE(back.ops[0].inputs.size() == 3);
+    CHECK(back.tensors[static_cast<size_t>(back.ops[0].inputs[2])].shape == graph::Shape{4});
+    CHECK(back.ops[0].attrs.activation ==
+          (tanh ? graph::Activation::GeluTanh : graph::Activation::Gelu));
   }
 }
 

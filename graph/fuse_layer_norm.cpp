@@ -1,0 +1,117 @@
+#include "graph/fuse_layer_norm.hpp"
+
+namespace tessera::graph {
+
+namespace {
+
+// t as a [h] weight: itself, a [h]-shaped copy, or -1 when it is not a
+// constant of shape [h] or [1, .., 1, h].
+int32_t as_vector(Graph& graph, int32_t t, int64_t h, GraphUses& uses) {
+  const TensorInfo& info = graph.tensors[static_cast<size_t>(t)];
+  if (!info.is_weight || info.shape.empty() || info.shape.back() != h) return -1;
+  for (size_t d = 0; d + 1 < info.shape.size(); ++d)
+    if (info.shape[d] != 1) return -1;
+  if (info.shape.size() == 1) return t;
+  TensorInfo vec;
+  vec.name = info.name + "_as_vector";
+  vec.shape = {h};
+  vec.is_weight = true;
+  vec.weight = info.weight;
+  graph.tensors.push_back(std::move(vec));
+  uses.consumers.push_back(0);
+  uses.producer.push_back(-1);
+  return static_cast<int32_t>(graph.tensors.size() - 1);
+}
+
+bool reduces_last_axis(const Graph& graph, const Operator& op) {
+  const size_t rank = graph.tensors[static_cast<size_t>(op.inputs[0])].shape.size();
+  return op.inputs.size() == 1 && op.attrs.keepdims && rank >= 1 &&
+         op.attrs.axes == std::vector<int64_t>{static_cast<int64_t>(rank) - 1};
+}
+
+}  // namespace
+
+std::vector<RewrittenPattern> fuse_layer_norm(Graph& graph) {
+  GraphUses uses(graph);
+  std::vector<RewrittenPattern> fused;
+  std::vector<bool> removed(graph.ops.size(), false);
+  auto producer_index = [&](int32_t t) { return uses.producer[static_cast<size_t>(t)]; };
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    // Matched from the end: y = Add(Mul(normed, gamma), beta).
+    const Operator& root = graph.ops[i];
+    if (root.type != OpType::Add || root.inputs.size() != 2) continue;
+    for (size_t kb = 0; kb < 2; ++kb) {
+      std::vector<int32_t> chain;  // the ops removed on success
+      auto take = [&](int32_t t, OpType type) -> const Operator* {
+        const Operator* op = uses.only_use(graph, t, type);
+        if (op) chain.push_back(producer_index(t));
+        return op;
+      };
+      const Operator* scale = take(root.inputs[1 - kb], OpType::Mul);
+      if (!scale) continue;
+      const int32_t beta = root.inputs[kb];
+      for (size_t kg = 0; kg < 2; ++kg) {
+        chain.resize(1);
+        const int32_t gamma = scale->inputs[kg];
+        const Operator* div = take(scale->inputs[1 - kg], OpType::Div);
+        if (!div) continue;
+        const int32_t d = div->inputs[0];
+        const Operator* sqrt = take(div->inputs[1], OpType::Sqrt);
+        const Operator* add_eps = sqrt ? take(sqrt->inputs[0], OpType::Add) : nullptr;
+        if (!add_eps) continue;
+        const size_t ke = graph.tensors[static_cast<size_t>(add_eps->inputs[1])].is_weight ? 1 : 0;
+        const int32_t eps_tensor = add_eps->inputs[ke];
+        const TensorInfo& eps_info = graph.tensors[static_cast<size_t>(eps_tensor)];
+        if (!eps_info.is_weight || eps_info.weight.size() != 1 || !(eps_info.weight[0] > 0.0f))
+          continue;
+        const Operator* var = take(add_eps->inputs[1 - ke], OpType::ReduceMean);
+        if (!var || !reduces_last_axis(graph, *var)) continue;
+        // The square: Pow(d, 2) or Mul(d, d); d is read by it and by the Div.
+        const int32_t sq = var->inputs[0];
+        const int32_t sq_op = producer_index(sq);
+        if (sq_op < 0 || uses.consumers[static_cast<size_t>(sq)] != 1) continue;
+        const Operator& square = graph.ops[static_cast<size_t>(sq_op)];
+        const bool is_pow = square.type == OpType::Pow && square.inputs[0] == d &&
+                            is_constant_near(graph, square.inputs[1], 2.0f);
+        const bool is_mul =
+            square.type == OpType::Mul && square.inputs[0] == d && square.inputs[1] == d;
+        if (!is_pow && !is_mul) continue;
+        if (uses.consumers[static_cast<size_t>(d)] != (is_mul ? 3 : 2)) continue;
+        chain.push_back(sq_op);
+        // d is read by the square and the Div only (counted above), so the Sub goes too.
+        const int32_t sub_op = producer_index(d);
+        if (sub_op < 0 || graph.ops[static_cast<size_t>(sub_op)].type != OpType::Sub) continue;
+        const Operator* sub = &graph.ops[static_cast<size_t>(sub_op)];
+        chain.push_back(sub_op);
+        const int32_t x = sub->inputs[0];
+        const Operator* mean = take(sub->inputs[1], OpType::ReduceMean);
+        if (!mean || mean->inputs[0] != x || !reduces_last_axis(graph, *mean)) continue;
+        const Shape x_shape =
+            graph.tensors[static_cast<size_t>(x)].shape;  // as_vector may grow tensors
+        if (graph.tensors[static_cast<size_t>(x)].is_weight || x_shape.empty() ||
+            graph.tensors[static_cast<size_t>(root.outputs[0])].shape != x_shape ||
+            graph.tensors[static_cast<size_t>(d)].shape != x_shape)
+          continue;
+        const float epsilon = eps_info.weight[0];
+        const int64_t h = x_shape.back();
+        const int32_t gamma_vec = as_vector(graph, gamma, h, uses);
+        const int32_t beta_vec = gamma_vec < 0 ? -1 : as_vector(graph, beta, h, uses);
+        if (beta_vec < 0) continue;
+        for (int32_t op : chain) removed[static_cast<size_t>(op)] = true;
+        Operator& ln = graph.ops[i];
+        ln.type = OpType::LayerNormalization;
+        ln.attrs = OpAttributes{};
+        ln.attrs.axis = static_cast<int64_t>(x_shape.size()) - 1;
+        ln.attrs.epsilon = epsilon;
+        ln.inputs = {x, gamma_vec, beta_vec};
+        fused.push_back({ln.name, std::to_string(chain.size() + 1) + " ops of a LayerNorm"});
+        kb = 2;  // done with this root
+        break;
+      }
+    }
+  }
+  erase_ops(graph, removed);
+  return fused;
+}
+
+}  // namespace tessera::graph

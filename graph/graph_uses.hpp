@@ -1,0 +1,63 @@
+#pragma once
+// Who produces and who reads each tensor: the facts the pattern-rewriting
+// passes (fuse_matmul_bias, fuse_gelu, fuse_layer_norm) check before they
+// touch a subgraph.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+
+namespace tessera::graph {
+
+// A rewrite a pass made: `op` now computes what the removed ops did.
+struct RewrittenPattern {
+  std::string op;       // the op that remains (its own name)
+  std::string removed;  // what it replaced, for the compile report
+};
+
+struct GraphUses {
+  std::vector<int32_t> consumers;  // reads by ops (an op reading twice counts twice), +1 if output
+  std::vector<int32_t> producer;   // op index, -1 for inputs and weights
+
+  explicit GraphUses(const Graph& graph)
+      : consumers(graph.tensors.size(), 0), producer(graph.tensors.size(), -1) {
+    for (size_t i = 0; i < graph.ops.size(); ++i) {
+      for (int32_t t : graph.ops[i].inputs) ++consumers[static_cast<size_t>(t)];
+      for (int32_t t : graph.ops[i].outputs)
+        producer[static_cast<size_t>(t)] = static_cast<int32_t>(i);
+    }
+    for (int32_t t : graph.outputs) ++consumers[static_cast<size_t>(t)];  // outputs must stay
+  }
+
+  // The op producing t when t is an intermediate value a rewrite may remove:
+  // read exactly once, not a graph output, and produced by an op of `type`.
+  const Operator* only_use(const Graph& graph, int32_t t, OpType type) const {
+    const int32_t p = producer[static_cast<size_t>(t)];
+    if (p < 0 || consumers[static_cast<size_t>(t)] != 1) return nullptr;
+    const Operator& op = graph.ops[static_cast<size_t>(p)];
+    return op.type == type ? &op : nullptr;
+  }
+};
+
+// Whether t is a constant with one element (any rank) within a relative
+// tolerance of `expected`: exporters write sqrt(2), sqrt(2 / pi) etc. with
+// float rounding or fewer digits.
+inline bool is_constant_near(const Graph& graph, int32_t t, float expected, float tol = 1e-5f) {
+  const TensorInfo& info = graph.tensors[static_cast<size_t>(t)];
+  if (!info.is_weight || info.weight.size() != 1) return false;
+  return std::fabs(info.weight[0] - expected) <= tol * std::max(1.0f, std::fabs(expected));
+}
+
+// Drops the ops marked in `removed`, keeping the order of the others.
+inline void erase_ops(Graph& graph, const std::vector<bool>& removed) {
+  std::vector<Operator> kept;
+  kept.reserve(graph.ops.size());
+  for (size_t i = 0; i < graph.ops.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(graph.ops[i]));
+  graph.ops = std::move(kept);
+}
+
+}  // namespace tessera::graph

@@ -15,7 +15,7 @@ Runtime's (max abs difference over ORT's max abs output printed) and PyTorch's a
   .venv-bench/bin/python bench/e2e/compare_peers.py --tessera build/bin/tessera \\
       [--models resnet50 mobilenetv2 vgg16 efficientnet_b0 bert gpt2] [--threads 1 2] \\
       [--batch 1] [--seq 128] [--layers 12] [--iterations 10] [--warmup 2] \\
-      [--peers tessera ort torch torchscript tvm] [--tvm-iterations 3] [--json FILE]
+      [--peers tessera ort torch torchscript tvm] [--tvm-iterations 3] [--rounds 1] [--json FILE]
 
 Each peer is timed in its own process (thread pools are per process and cannot be resized
 in all of them), one after the other. Ratio columns = Tessera / peer: below 1 means Tessera
@@ -141,9 +141,10 @@ def run_tessera(args, spec, threads, work):
     tess = os.path.join(work, f"tessera_t{threads}.tess")
     compile_cmd = [args.tessera, "compile", spec["onnx"], "-o", tess, "--threads", str(threads),
                    "-q", *args.compile_args.split()]
-    proc = subprocess.run(compile_cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        return None, None, (proc.stderr.strip().splitlines() or ["compile failed"])[-1][:160]
+    if not os.path.exists(tess):  # compiled once per thread count, then reused by every round
+        proc = subprocess.run(compile_cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            return None, None, (proc.stderr.strip().splitlines() or ["compile failed"])[-1][:160]
     out_dir = os.path.join(work, f"tessera_t{threads}_out")
     inputs = [a for k, v in spec["inputs"].items() for a in ("--input", f"{k}={v}")]
     proc = subprocess.run([args.tessera, "run", tess, *inputs, "--threads", str(threads),
@@ -174,6 +175,9 @@ def main():
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--tvm-iterations", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time the peers alternately this many times; each keeps its best median "
+                         "(damps a shared machine's noise)")
     ap.add_argument("--peers", nargs="+", default=PEERS, choices=PEERS)
     ap.add_argument("--compile-args", default="", help="extra `tessera compile` flags")
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "out", "torch_models"))
@@ -189,7 +193,7 @@ def main():
           f"ONNX Runtime {onnxruntime.__version__} (ORT_ENABLE_ALL), PyTorch {torch.__version__}, "
           f"TVM {tvm.__version__} (untuned); batch {args.batch}, seq {args.seq}, "
           f"transformer layers {args.layers}; median of {args.iterations} "
-          f"({args.tvm_iterations} for TVM)")
+          f"({args.tvm_iterations} for TVM), best of {args.rounds} alternating round(s)")
     others = [p for p in args.peers if p != "tessera"]
     header = f"{'model':<16} {'thr':>3} " + " ".join(f"{p + ' ms':>14}" for p in args.peers)
     if "tessera" in args.peers:
@@ -214,16 +218,21 @@ def main():
         for t in args.threads:
             row = {"model": name, "threads": t}
             outs = {}
-            for peer in args.peers:
-                if peer == "tessera":
-                    ms, out, err = run_tessera(args, spec, t, work)
-                else:
-                    ms, out, err = run_peer(spec_path, peer, t, work)
-                row[peer] = ms
-                if err:
-                    row[peer + "_error"] = err
-                    print(f"  {name} t{t} {peer}: {err}", file=sys.stderr)
-                outs[peer] = out
+            for _ in range(args.rounds):  # alternate the peers; each keeps its best median
+                for peer in args.peers:
+                    if row.get(peer + "_error"):
+                        continue
+                    if peer == "tessera":
+                        ms, out, err = run_tessera(args, spec, t, work)
+                    else:
+                        ms, out, err = run_peer(spec_path, peer, t, work)
+                    if err:
+                        row[peer] = None
+                        row[peer + "_error"] = err
+                        print(f"  {name} t{t} {peer}: {err}", file=sys.stderr)
+                        continue
+                    row[peer] = ms if row.get(peer) is None else min(row[peer], ms)
+                    outs[peer] = out
             if outs.get("tessera") is not None and outs.get("ort") is not None:
                 row["rel_diff_vs_ort"] = relative_difference(outs["tessera"], outs["ort"])
             if outs.get("torch") is not None and outs.get("ort") is not None:

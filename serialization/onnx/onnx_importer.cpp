@@ -159,6 +159,7 @@ class Importer {
     static const std::unordered_map<std::string, std::vector<int>> kVersions = {
         {"Abs", {6, 13}},
         {"Add", {7, 13, 14}},
+        {"And", {7}},
         {"AveragePool", {11, 19, 22}},
         {"BatchNormalization", {9, 14, 15}},
         {"Cast", {9, 13, 19, 21, 23, 24, 25}},
@@ -170,6 +171,9 @@ class Importer {
         {"Div", {7, 13, 14}},
         {"Dropout", {10, 12, 13, 22}},
         {"Equal", {11, 13, 19}},
+        {"Not", {1}},
+        {"Or", {7}},
+        {"Xor", {7}},
         {"Erf", {9, 13}},
         {"Exp", {6, 13}},
         {"Expand", {8, 13}},
@@ -688,6 +692,7 @@ class Importer {
     if (op == "ConstantOfShape") return import_constant_of_shape(node, name);
     if (op == "Range") return import_range(node, name);
     if (op == "Equal") return import_equal(node, name);
+    if (op == "And" || op == "Or" || op == "Xor" || op == "Not") return import_logic(node, name);
     if (op == "Cast") return import_cast(node, name);
     if (op == "Unsqueeze" || op == "Squeeze") return import_squeeze(node, name);
     if (op == "Split") return import_split(node, name);
@@ -1180,6 +1185,29 @@ class Importer {
       c->ints.push_back(a.constant->dtype == DType::Int64
                             ? a.constant->ints[i] == b.constant->ints[j]
                             : a.constant->floats[i] == b.constant->floats[j]);
+    define_constant(node, name, std::move(c));
+  }
+
+  // And/Or/Xor/Not of bool constants: masks built at export time (GPT-2's
+  // causal mask combines two with And). Folded like Equal; no bool activations.
+  void import_logic(const onnx::NodeProto& node, const std::string& name) {
+    const bool unary = node.op_type() == "Not";
+    const Value& a = input(node, name, 0);
+    const Value& b = unary ? a : input(node, name, 1);
+    if (!a.constant || !b.constant)
+      fail_node(node, name,
+                "is supported only on constants (masks built at export time); Tessera has no "
+                "bool activations");
+    if (a.constant->dtype != DType::Int64 || b.constant->dtype != DType::Int64)
+      fail_node(node, name, "needs bool operands");
+    auto c = std::make_shared<Constant>();
+    c->dtype = DType::Int64;  // bool, as 0/1
+    c->shape = broadcast_or_fail(node, name, a.constant->shape, b.constant->shape);
+    const std::string& op = node.op_type();
+    for (auto [i, j] : broadcast_pairs(a.constant->shape, b.constant->shape, c->shape)) {
+      const bool x = a.constant->ints[i] != 0, y = b.constant->ints[j] != 0;
+      c->ints.push_back(op == "And" ? x && y : op == "Or" ? x || y : op == "Xor" ? x != y : !x);
+    }
     define_constant(node, name, std::move(c));
   }
 

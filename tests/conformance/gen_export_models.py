@@ -3,6 +3,8 @@
 - Squeeze-and-excitation (EfficientNet, MobileNetV3): x.mean((2, 3), keepdim=True) exported as
   ReduceMean over axes 2,3 (an attribute before opset 18, an input from 18) becomes
   GlobalAveragePool; the keepdims=0 form and other axes stay ReduceMean (negative cases).
+- Masks combined at export time (GPT-2's causal mask And a padding mask): And/Or/Xor/Not of
+  bool constants fold at import; Where then selects with the folded condition.
 - GPT-2's `input_ids.view(-1, seq)`: an int64 model input reshaped to its own shape before the
   embedding Gather is the same tensor.
 gen_models.build_cases() appends these cases.
@@ -51,6 +53,20 @@ def reshaped_ids(rng, opset, batch=1, seq=7, vocab=20, hidden=8) -> gm.Case:
                  b.input_values)
 
 
+def combined_mask(rng, op, seq=6) -> gm.Case:
+  b = gm.GraphBuilder(rng)
+  x = b.input([1, 2, seq, seq], "scores")
+  causal = tm.const(b, np.tril(np.ones((seq, seq), dtype=bool)), "causal")
+  padding = tm.const(b, rng.random((1, 1, 1, seq)) < 0.7, "padding")
+  if op == "Not":
+    mask = b.node("Not", [causal])
+  else:
+    mask = b.node(op, [causal, padding])
+  y = b.node("Where", [mask, x, tm.f32(b, -1e4)])
+  return gm.Case(f"export_mask_{op.lower()}", b.model([b.node("Softmax", [y], axis=-1)], 17, "mask"),
+                 b.input_values)
+
+
 def build_cases(rng) -> list:
   seeds = iter(rng.integers(0, 2**32, size=100))
   cases = []
@@ -60,6 +76,8 @@ def build_cases(rng) -> list:
     cases.append(squeeze_excitation(np.random.default_rng(int(next(seeds))), opset, keepdims=0))
     cases.append(squeeze_excitation(np.random.default_rng(int(next(seeds))), opset, axes=(1, 2)))
     cases.append(squeeze_excitation(np.random.default_rng(int(next(seeds))), opset, axes=(3,)))
+  for op in ("And", "Or", "Xor", "Not"):
+    cases.append(combined_mask(np.random.default_rng(int(next(seeds))), op))
   for batch in (1, 2):
     cases.append(reshaped_ids(np.random.default_rng(int(next(seeds))), 17, batch))
   return cases

@@ -195,7 +195,14 @@ void print_report(const CompileArgs& a, const graph::CompileReport& r,
   std::printf("  layout: %d/%d rank-4 activation tensors stored NHWC (--layout %s)\n",
               layouts.nhwc_tensors, layouts.material_tensors, a.layout.c_str());
   for (const auto& note : r.notes) std::printf("  note: %s\n", note.c_str());
-  for (const auto& why : layouts.kept_nchw) std::printf("  note: %s\n", why.c_str());
+  // Transformers keep dozens of rank-4 attention tensors NCHW for the same
+  // few reasons: the first ones say why, then a count.
+  constexpr size_t kLayoutNotes = 12;
+  for (size_t i = 0; i < layouts.kept_nchw.size() && i < kLayoutNotes; ++i)
+    std::printf("  note: %s\n", layouts.kept_nchw[i].c_str());
+  if (layouts.kept_nchw.size() > kLayoutNotes)
+    std::printf("  note: ... and %zu more tensors stay NCHW\n",
+                layouts.kept_nchw.size() - kLayoutNotes);
   print_sparsity(a, r.sparsity);
 }
 

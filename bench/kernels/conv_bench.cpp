@@ -7,7 +7,9 @@
 // GFLOP/s of the direct conv's FLOPs, with its max error against the
 // reference relative to the largest output.
 //
-//   bench_conv [repetitions] [winograd]   (winograd: that section only)
+//   bench_conv [repetitions] [winograd|nhwc [label filter]]
+//     winograd: that section only; nhwc: only the NHWC conv_gemm section,
+//     its cases whose label contains the filter.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -237,8 +239,27 @@ int main(int argc, char** argv) {
       {"7x7 512->512, rows 0:4", 512, 512, 7, 3, 1, 0, 4},
       {"7x7 512->512, rows 4:7", 512, 512, 7, 3, 1, 4, 7},
   };
-  for (const ConvBench& b : resnet) compare_winograd(b, repetitions);
+  if (!(argc > 2 && std::string(argv[2]) == "nhwc"))
+    for (const ConvBench& b : resnet) compare_winograd(b, repetitions);
   if (winograd_only) return 0;
+  // MobileNetV2's small-K layers as compiled (NHWC, the 1-thread tiler's
+  // half-image tiles): the stem (K = 27) and 1×1 expansions (K = 16, 24, 32).
+  constexpr graph::Layout kNhwcLayout = graph::Layout::NHWC;
+  const ConvBench small_k[] = {
+      {"224x224 3->32 3x3 s2 (stem), rows 0:56 NHWC", 3, 32, 224, 3, 1, 0, 56, 2, kNhwcLayout},
+      {"112x112 16->96 1x1, rows 0:56 NHWC", 16, 96, 112, 1, 1, 0, 56, 1, kNhwcLayout},
+      {"56x56 24->144 1x1, rows 0:28 NHWC", 24, 144, 56, 1, 1, 0, 28, 1, kNhwcLayout},
+      {"28x28 32->192 1x1, rows 0:14 NHWC", 32, 192, 28, 1, 1, 0, 14, 1, kNhwcLayout},
+      {"56x56 64->256 1x1, rows 0:28 NHWC", 64, 256, 56, 1, 1, 0, 28, 1, kNhwcLayout},
+      {"56x56 64->64 3x3, rows 0:28 NHWC", 64, 64, 56, 3, 1, 0, 28, 1, kNhwcLayout},
+      {"28x28 128->128 3x3, rows 0:14 NHWC", 128, 128, 28, 3, 1, 0, 14, 1, kNhwcLayout},
+      {"14x14 256->256 3x3, rows 0:7 NHWC", 256, 256, 14, 3, 1, 0, 7, 1, kNhwcLayout},
+  };
+  // An optional third argument keeps only the cases whose label contains it.
+  const std::string only = argc > 3 ? argv[3] : "";
+  for (const ConvBench& b : small_k)
+    if (std::string(b.label).find(only) != std::string::npos) run(b, "cpu.conv_gemm", repetitions);
+  if (std::string(argc > 2 ? argv[2] : "") == "nhwc") return 0;
   const ConvBench convs[] = {
       {"64x64 128->128 3x3, tile of 8 rows", 128, 128, 64, 3, 1, 24, 32},
       {"56x56 64->64 3x3, whole conv", 64, 64, 56, 3, 1, 0, 56},

@@ -65,6 +65,24 @@ float* grown(std::vector<float>& buffer, int64_t floats) {
   return buffer.data();
 }
 
+// Floats of slack after the patch and window panels: copy_run() reads and
+// writes up to this many past a run.
+constexpr int64_t kRunSlackFloats = 16;
+
+// Copies a run of n floats as whole 64-byte blocks, up to 15 floats past the
+// run on both sides (the panels have kRunSlackFloats of slack, and the
+// patches are written in increasing address order, so what lands past a run
+// is overwritten by the next). For the short runs of few-channel convs (the
+// stem's kW·C = 9) a memcpy call cost more than the gather's GEMM.
+inline void copy_run(float* dst, const float* src, int64_t n) {
+  if (n > 256) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; i += kRunSlackFloats)
+    std::memcpy(dst + i, src + i, kRunSlackFloats * sizeof(float));
+}
+
 std::optional<std::string> applies_with(const graph::Operator& op,
                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (op.type != graph::OpType::Conv) return "not a Conv";
@@ -144,13 +162,13 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   } else {
     const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
     const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
-    float* window = grown(scratch.input, window_rows * window_cols * c);
+    float* window = grown(scratch.input, window_rows * window_cols * c + kRunSlackFloats);
     const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
     gather_input_window(image, x_nhwc, g, oh_begin * g.stride_h - g.pad_top, window_rows,
                         ow_begin * g.stride_w - g.pad_left, window_cols, window);
     a = window;
     if (g.k_h != 1 || g.k_w != 1 || g.stride_h != 1 || g.stride_w != 1) {
-      float* patches = grown(scratch.patches, pixels * k);
+      float* patches = grown(scratch.patches, pixels * k + kRunSlackFloats);
       // A whole kernel row is one run of kW·C floats when dilation_w == 1.
       const bool rows_contiguous = g.dilation_w == 1;
       const int64_t run = rows_contiguous ? g.k_w * c : c;
@@ -161,13 +179,12 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
             const float* src =
                 window + ((r * g.stride_h + kh * g.dilation_h) * window_cols + j * g.stride_w) * c;
             if (rows_contiguous) {
-              std::memcpy(patch, src, static_cast<size_t>(run) * sizeof(float));
+              copy_run(patch, src, run);
               patch += run;
               continue;
             }
             for (int64_t kw = 0; kw < g.k_w; ++kw, patch += c)
-              std::memcpy(patch, src + kw * g.dilation_w * c,
-                          static_cast<size_t>(c) * sizeof(float));
+              copy_run(patch, src + kw * g.dilation_w * c, c);
           }
         }
       }

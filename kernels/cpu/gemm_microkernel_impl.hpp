@@ -130,18 +130,53 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
   // Only rows [0, m_valid) and columns [0, n_valid) are read back and
   // written: an edge block goes straight to C, with no scratch copy.
   const int64_t m_valid = args.m_valid, n_valid = args.n_valid;
+  const bool load_c = args.load_c;
+  auto store_block = [&](const GemmMicrotileEpilogue* ep) __attribute__((always_inline)) {
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
-    if (i >= m_valid) break;
+    for (int i = 0; i < MR; ++i) {
+      if (i >= m_valid) break;
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-      if (v * W >= n_valid) break;
-      Batch x = acc[i][v];
-      if (args.load_c) x += Batch::load_unaligned(c + i * ldc + v * W);
-      if (args.epilogue) x = apply_microtile_epilogue(x, *args.epilogue, i, v * W);
-      x.store_unaligned(c + i * ldc + v * W);
+      for (int v = 0; v < NV; ++v) {
+        if (v * W >= n_valid) break;
+        Batch x = acc[i][v];
+        if (load_c) x += Batch::load_unaligned(c + i * ldc + v * W);
+        if (ep) x = apply_microtile_epilogue(x, *ep, i, v * W);
+        x.store_unaligned(c + i * ldc + v * W);
+      }
+    }
+  };
+  if (!args.epilogue) {
+    store_block(nullptr);
+    return;
+  }
+  // A local copy with the common forms' fields made compile-time constants:
+  // the epilogue's branches then fold away in each of the MR·NV unrolled
+  // copies instead of being re-dispatched per vector (the C stores may alias
+  // *args.epilogue, so the compiler reloads its fields after every store).
+  // With a short k loop (1×1 convs over few channels) that dispatch cost as
+  // much as the FMAs. Rare forms keep the generic path.
+  GemmMicrotileEpilogue ep = *args.epilogue;
+  if (ep.residual == nullptr && ep.bias_kind == GemmBias::kPerColumn) {
+    ep.bias_kind = GemmBias::kPerColumn;
+    ep.residual = nullptr;
+    switch (ep.activation) {
+      case GemmActivation::kNone:
+        ep.activation = GemmActivation::kNone;
+        store_block(&ep);
+        return;
+      case GemmActivation::kRelu:
+        ep.activation = GemmActivation::kRelu;
+        store_block(&ep);
+        return;
+      case GemmActivation::kClip:
+        ep.activation = GemmActivation::kClip;
+        store_block(&ep);
+        return;
+      default:
+        break;
     }
   }
+  store_block(&ep);
 }
 
 // Packs rows [0, rows) of A (row i at a + i·lda, kc floats each) into the

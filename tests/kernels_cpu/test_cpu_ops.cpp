@@ -449,6 +449,47 @@ TEST_CASE("cpu.conv_gemm matches the reference conv") {
   }
 }
 
+TEST_CASE("cpu.conv_gemm: few channels (K = 1 to 40) and patch runs of every length") {
+  // MobileNetV2's shapes in small: 1×1 expansions over C = 1..40 channels
+  // (A read in place, short k loops) and a 3×3 stride-2 stem-like conv whose
+  // patch runs (kW·C floats, or C per tap when dilated) are shorter than,
+  // equal to or longer than the 16-float blocks conv_gemm copies them in,
+  // and past 256 floats (the memcpy path). NHWC as compiled, plus NCHW.
+  uint64_t seed = base_seed() * 7919u + 900;
+  const Activation activations[] = {Activation::None, Activation::Relu, Activation::Clip};
+  for (int64_t c = 1; c <= 40; ++c) {
+    ConvSpec one_by_one{.channels = c,
+                        .out_channels = 3 + (c * 7) % 61,
+                        .in_h = 2 + c % 5,
+                        .in_w = 3 + c % 7,
+                        .activation = activations[c % 3]};
+    ConvSpec stem{.channels = c % 9 + 1,
+                  .out_channels = 5 + c % 29,
+                  .in_h = 7 + c % 4,
+                  .in_w = 5 + c % 6,
+                  .k_h = 3,
+                  .k_w = 3,
+                  .stride_h = 2,
+                  .stride_w = 2,
+                  .pad_top = 1,
+                  .pad_left = 1,
+                  .pad_bottom = 1,
+                  .pad_right = 1,
+                  .activation = activations[(c + 1) % 3]};
+    if (c > 30) stem.channels = 80 + c;   // kW·C > 256
+    if (c % 4 == 0) stem.dilation_w = 2;  // one run of C per tap
+    for (const ConvSpec& spec : {one_by_one, stem}) {
+      std::optional<OpCase> conv = conv_case(spec, "few channels");
+      REQUIRE(conv.has_value());
+      const graph::Layout layout = c % 5 == 0 ? graph::Layout::NCHW : graph::Layout::NHWC;
+      conv->layouts.assign(conv->inputs.size(), graph::Layout::NCHW);
+      conv->layouts[0] = layout;
+      conv->out_layout = layout;
+      check_case("cpu.conv_gemm", *conv, seed++);
+    }
+  }
+}
+
 TEST_CASE("cpu.conv_gemm: every mix of NCHW and NHWC input, output and residual") {
   uint64_t seed = base_seed() * 7919u + 500;
   // 1×1 stride 1 (A is the NHWC input itself, no chunks when Y is NHWC

@@ -307,6 +307,23 @@ void test_microkernel(const GemmMicrokernel& kernel) {
     zero.activation = GemmActivation::kSigmoid;
     run(zero);
   }
+  SUBCASE("short K (1 to 40) with the common epilogues the microkernel specialises") {
+    // Per-column bias without residual and no/ReLU/Clip activation take the
+    // microkernel's constant-folded store path; Sigmoid and a per-row bias
+    // beside them take the generic one. Rows and columns not multiples of
+    // MR, NR or the vector width.
+    for (int64_t k = 1; k <= 40; ++k) {
+      for (GemmActivation act : {GemmActivation::kNone, GemmActivation::kRelu,
+                                 GemmActivation::kClip, GemmActivation::kSigmoid}) {
+        GemmCase gc = whole(2 * mr + 3, nr + 16 + (k % 3) * 8 + k % 2, k);
+        gc.tile = {k % 2, gc.rows, 0, gc.cols};
+        gc.bias_kind = k % 7 == 0 ? GemmBias::kPerRow : GemmBias::kPerColumn;
+        gc.activation = act;
+        gc.accumulate = k % 5 == 0;
+        run(gc);
+      }
+    }
+  }
   SUBCASE("edge blocks written in place: m < MR rows, whole vectors of a part panel") {
     // N a multiple of the vector width but not of NR (MobileNet's 24, 96,
     // 144 channels), rows not a multiple of MR, with every epilogue input:

@@ -15,12 +15,6 @@ namespace tessera::detail {
 
 namespace {
 
-constexpr size_t kArenaAlignment = 64;
-
-struct ArenaDeleter {
-  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(kArenaAlignment)); }
-};
-
 class RunRequest final : public scheduler::Request {
  public:
   // The engine is held by pointer: Engine's destructor waits for every run
@@ -31,9 +25,7 @@ class RunRequest final : public scheduler::Request {
         model_(std::move(model)),
         engine_(engine),
         run_(std::move(run)),
-        arena_(static_cast<std::byte*>(
-            ::operator new[](std::max<uint64_t>(model_->graph.arena_bytes, kArenaAlignment),
-                             std::align_val_t(kArenaAlignment)))),
+        arena_(model_->arenas.take(model_->graph.arena_bytes)),
         op_ns_(profile ? std::make_unique<std::atomic<int64_t>[]>(model_->graph.ops.size())
                        : nullptr) {
     // Operand views are fixed for the whole run: resolve them once, not per node.
@@ -129,6 +121,8 @@ class RunRequest final : public scheduler::Request {
     finish_request();
   }
 
+  ~RunRequest() override { model_->arenas.give_back(std::move(arena_)); }
+
   void finish_request() noexcept {
     EngineState* engine = engine_;
     delete this;
@@ -139,7 +133,7 @@ class RunRequest final : public scheduler::Request {
   std::shared_ptr<ModelState> model_;
   EngineState* engine_;
   std::shared_ptr<RunState> run_;
-  std::unique_ptr<std::byte[], ArenaDeleter> arena_;
+  ArenaPool::Arena arena_;
   std::vector<kernels::ConstTensorView> views_;
   std::atomic<bool> failed_{false};
   std::string failure_;  // written once, by the thread that set failed_

@@ -219,7 +219,7 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       break;
     }
     case OpType::Gemm: {
-      need_inputs(op, in, 2, 3);
+      need_inputs(op, in, a.fused_residual ? 4 : 2, a.fused_residual ? 4 : 3);
       need_rank(op, in[0], 2);
       need_rank(op, in[1], 2);
       need_rank(op, output_shape, 2);
@@ -227,14 +227,20 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       int64_t m0 = out.begin[0], m1 = out.end[0], n0 = out.begin[1], n1 = out.end[1];
       add(deps, 0, a.trans_a ? Region{{0, m0}, {k, m1}} : Region{{m0, 0}, {m1, k}}, in[0]);
       add(deps, 1, a.trans_b ? Region{{n0, 0}, {n1, k}} : Region{{0, n0}, {k, n1}}, in[1]);
-      if (in.size() == 3) {
+      if (in.size() >= 3) {
         if (in[2].size() > 2) fail(op, "dependency: C has rank > 2");
         add(deps, 2, broadcast_map(out, in[2]), in[2]);
+      }
+      if (in.size() == 4) {  // fused residual: the same elements as the output
+        if (in[3] != output_shape) fail(op, "dependency: residual is not the output's shape");
+        add(deps, 3, out, in[3]);
       }
       break;
     }
     case OpType::MatMul: {
-      need_inputs(op, in, 2, 3);  // input 2: a fused bias [N], read at the tile's columns
+      // Input 2: a fused bias [N], read at the tile's columns; input 3: a
+      // fused residual of the output's shape, read at the tile's elements.
+      need_inputs(op, in, a.fused_residual ? 4 : 2, a.fused_residual ? 4 : 3);
       Shape sa = in[0], sb = in[1];
       if (sa.empty() || sb.empty()) fail(op, "dependency: rank-0 operand");
       bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
@@ -264,10 +270,14 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       }
       add(deps, 0, ar, in[0]);
       add(deps, 1, br, in[1]);
-      if (in.size() == 3) {
+      if (in.size() >= 3) {
         need_rank(op, in[2], 1);
         if (b_vec || in[2][0] != sb.back()) fail(op, "dependency: bias is not [N]");
         add(deps, 2, Region{{n0}, {n1}}, in[2]);
+      }
+      if (in.size() == 4) {
+        if (in[3] != output_shape) fail(op, "dependency: residual is not the output's shape");
+        add(deps, 3, out, in[3]);
       }
       break;
     }

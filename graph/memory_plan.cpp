@@ -13,6 +13,12 @@
 // graph, carrying for every node the bitset of A's accessor tiles among its
 // ancestors. Placement is greedy best-fit in operator order against the
 // tensors B must not overlap.
+//
+// A Reshape/Flatten output is the input's bytes under another shape (both
+// plain row-major: the reshape kernels are NCHW-only), so it is not given
+// space of its own: input and output form one alias group, placed as one
+// buffer whose writers and accessors are the union of its members' (so its
+// lifetime covers both), and the reshape kernel skips the copy.
 #include "graph/memory_plan.hpp"
 
 #include <algorithm>
@@ -30,10 +36,32 @@ uint64_t align_up(uint64_t v) {
 
 }  // namespace
 
+bool is_alias_op(const Graph& graph, const Operator& op) {
+  if ((op.type != OpType::Reshape && op.type != OpType::Flatten) || op.inputs.size() != 1 ||
+      op.outputs.size() != 1)
+    return false;
+  const TensorInfo& in = graph.tensors.at(static_cast<size_t>(op.inputs[0]));
+  const TensorInfo& out = graph.tensors.at(static_cast<size_t>(op.outputs[0]));
+  return !in.is_weight && in.dtype == out.dtype && shape_numel(in.shape) == shape_numel(out.shape);
+}
+
 MemoryPlan plan_memory(const Graph& graph, const std::vector<TileNode>& nodes) {
   const size_t tensor_count = graph.tensors.size();
   MemoryPlan plan;
   plan.offsets.assign(tensor_count, 0);
+  plan.alias_of.assign(tensor_count, -1);
+
+  // Alias groups, by their root (ops are in topological order, so an input's
+  // root is known before its Reshape is seen).
+  std::vector<int32_t> root(tensor_count);
+  for (size_t t = 0; t < tensor_count; ++t) root[t] = static_cast<int32_t>(t);
+  for (const Operator& op : graph.ops) {
+    if (!is_alias_op(graph, op)) continue;
+    const int32_t r = root[static_cast<size_t>(op.inputs[0])];
+    root[static_cast<size_t>(op.outputs[0])] = r;
+    plan.alias_of[static_cast<size_t>(op.outputs[0])] = r;
+  }
+  auto group = [&](int32_t t) { return static_cast<size_t>(root[static_cast<size_t>(t)]); };
 
   // Arena tensors in placement order: graph inputs, then op outputs.
   std::vector<int32_t> order;
@@ -44,7 +72,10 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<TileNode>& nodes) {
     if (i >= tensor_count) throw Error("memory plan: tensor index out of range");
     if (graph.tensors[i].is_weight || in_arena[i]) return;
     in_arena[i] = true;
-    order.push_back(t);
+    plan.bytes_without_reuse +=
+        align_up(static_cast<uint64_t>(shape_numel(graph.tensors[i].shape)) *
+                 dtype_size(graph.tensors[i].dtype));
+    if (root[i] == t) order.push_back(t);  // an alias takes its root's place
   };
   for (int32_t t : graph.inputs) {
     add_tensor(t);
@@ -53,7 +84,7 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<TileNode>& nodes) {
   for (const Operator& op : graph.ops) add_tensor(op.outputs.at(0));
   for (int32_t t : graph.outputs) {
     if (static_cast<size_t>(t) >= tensor_count) throw Error("memory plan: bad output index");
-    is_output[static_cast<size_t>(t)] = true;
+    is_output[group(t)] = true;  // the whole group lives to the end
   }
 
   // Writer and accessor (writer or reader) tiles of every tensor. Every tile
@@ -62,10 +93,10 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<TileNode>& nodes) {
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Operator& op = graph.ops.at(static_cast<size_t>(nodes[n].op));
     int32_t id = static_cast<int32_t>(n);
-    writers[static_cast<size_t>(op.outputs[0])].push_back(id);
-    accessors[static_cast<size_t>(op.outputs[0])].push_back(id);
+    writers[group(op.outputs[0])].push_back(id);
+    accessors[group(op.outputs[0])].push_back(id);
     for (int32_t t : op.inputs) {
-      auto& acc = accessors[static_cast<size_t>(t)];
+      auto& acc = accessors[group(t)];
       if (acc.empty() || acc.back() != id) acc.push_back(id);
     }
   }
@@ -118,7 +149,6 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<TileNode>& nodes) {
   for (size_t bi = 0; bi < count; ++bi) {
     const TensorInfo& info = graph.tensors[static_cast<size_t>(order[bi])];
     sizes[bi] = align_up(static_cast<uint64_t>(shape_numel(info.shape)) * dtype_size(info.dtype));
-    plan.bytes_without_reuse += sizes[bi];
     busy.clear();
     for (size_t ai = 0; ai < bi; ++ai)
       if (!finished_before[ai][bi])
@@ -139,6 +169,9 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<TileNode>& nodes) {
     plan.offsets[static_cast<size_t>(order[bi])] = offset;
     plan.arena_bytes = std::max(plan.arena_bytes, offset + sizes[bi]);
   }
+  for (size_t t = 0; t < tensor_count; ++t)
+    if (plan.alias_of[t] >= 0)
+      plan.offsets[t] = plan.offsets[static_cast<size_t>(plan.alias_of[t])];
   return plan;
 }
 

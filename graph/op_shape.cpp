@@ -161,7 +161,23 @@ Shape pool_shape(const Operator& op, const std::vector<Shape>& in) {
   return {in[0][0], in[0][1], hw[0], hw[1]};
 }
 
-Shape gemm_shape(const Operator& op, const std::vector<Shape>& in) {
+// A fused residual (graph/fuse_residual.hpp) of a Gemm or MatMul is input 3,
+// with input 2 (C or the bias) always present, and has the output's shape.
+void check_fused_residual(const Operator& op, const std::vector<Shape>& in, const Shape& out) {
+  if (op.attrs.fused_residual && in[3] != out)
+    fail(op, "fused residual " + shape_to_string(in[3]) + " is not the output's shape " +
+                 shape_to_string(out));
+}
+
+// The inputs without a fused residual (input 3).
+std::vector<Shape> without_residual(const Operator& op, const std::vector<Shape>& in) {
+  if (!op.attrs.fused_residual) return in;
+  check_input_count(op, in, 4, 4);
+  return {in.begin(), in.end() - 1};
+}
+
+Shape gemm_shape(const Operator& op, const std::vector<Shape>& all_inputs) {
+  const std::vector<Shape> in = without_residual(op, all_inputs);
   check_input_count(op, in, 2, 3);
   check_rank(op, in[0], 2, "input A");
   check_rank(op, in[1], 2, "input B");
@@ -185,11 +201,13 @@ Shape gemm_shape(const Operator& op, const std::vector<Shape>& in) {
                      "," + std::to_string(n) + "]");
     }
   }
+  check_fused_residual(op, all_inputs, {m, n});
   return {m, n};
 }
 
-Shape matmul_shape(const Operator& op, const std::vector<Shape>& in) {
+Shape matmul_shape(const Operator& op, const std::vector<Shape>& all_inputs) {
   // Input 2, when present, is a fused per-column bias (graph/fuse_matmul_bias.hpp).
+  const std::vector<Shape> in = without_residual(op, all_inputs);
   check_input_count(op, in, 2, 3);
   if (in.size() == 3 && (in[0].size() < 2 || in[1].size() != 2 || in[2] != Shape{in[1].back()}))
     fail(op, "a fused bias needs A of rank >= 2, a 2-D B and a bias of shape [" +
@@ -207,6 +225,7 @@ Shape matmul_shape(const Operator& op, const std::vector<Shape>& in) {
   Shape out = batch;
   if (!a_vec) out.push_back(a[a.size() - 2]);
   if (!b_vec) out.push_back(b.back());
+  check_fused_residual(op, all_inputs, out);
   return out;
 }
 
@@ -451,8 +470,9 @@ Shape resize_shape(const Operator& op, const std::vector<Shape>& in) {
 
 Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes) {
   const auto& in = input_shapes;
-  if (op.attrs.fused_residual && op.type != OpType::Conv)
-    fail(op, "has a fused residual, which only Conv supports");
+  if (op.attrs.fused_residual && op.type != OpType::Conv && op.type != OpType::Gemm &&
+      op.type != OpType::MatMul)
+    fail(op, "has a fused residual, which only Conv, Gemm and MatMul support");
   // Only the ops whose kernels apply an epilogue may carry a fused activation.
   if (op.attrs.activation != Activation::None && op.type != OpType::Conv &&
       op.type != OpType::Gemm && op.type != OpType::MatMul)

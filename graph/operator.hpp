@@ -47,7 +47,8 @@ namespace tessera::graph {
 //  - Gelu: gelu_tanh selects approximate = "tanh".
 //  - Conv with fused_residual: inputs X, W, B (always present), R; R has the
 //    output's shape and is added after the bias, before the activation
-//    (graph/fuse_residual.hpp).
+//    (graph/fuse_residual.hpp). The same for MatMul (A, B, bias [N], R) and
+//    Gemm (A, B, C, R).
 //  - LeakyRelu: alpha. HardSigmoid: max(0, min(1, alpha x + beta)).
 //    HardSwish: x * max(0, min(1, x / 6 + 1 / 2)). Max, Min: two operands,
 //    broadcasting like Add (the importer chains longer lists).

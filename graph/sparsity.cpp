@@ -618,9 +618,14 @@ ElementMask forward_zero(const Operator& op, const std::vector<Shape>& in, const
       if (in.size() > 2) {  // a fused bias [N]: the added term of output (b, i, j) is bias[j]
         std::vector<int64_t> bias_map(static_cast<size_t>(n));
         for (int64_t o = 0; o < n; ++o) bias_map[static_cast<size_t>(o)] = o % v.n;
-        return product_forward(v, *z[0], *z[1], z[2], &bias_map, false, activation_keeps_zero(op));
+        y = product_forward(v, *z[0], *z[1], z[2], &bias_map, false, activation_keeps_zero(op));
+      } else {
+        y = product_forward(v, *z[0], *z[1], nullptr, nullptr, false, activation_keeps_zero(op));
       }
-      return product_forward(v, *z[0], *z[1], nullptr, nullptr, false, activation_keeps_zero(op));
+      // A fused residual (input 3, the output's shape) is added before the
+      // activation: zero only where the residual is zero too.
+      if (in.size() > 3) y = ~(~y | ~*z[3]);
+      return y;
     }
     case OpType::Gemm: {
       const ProductView v = gemm_view(op, in[0], in[1]);
@@ -634,8 +639,10 @@ ElementMask forward_zero(const Operator& op, const std::vector<Shape>& in, const
         c_map.assign(static_cast<size_t>(n), 0);
         c_zero = ~ElementMask(1);
       }
-      return product_forward(v, *z[0], *z[1], &c_zero, &c_map, op.attrs.alpha == 0.0f,
-                             activation_keeps_zero(op));
+      y = product_forward(v, *z[0], *z[1], &c_zero, &c_map, op.attrs.alpha == 0.0f,
+                          activation_keeps_zero(op));
+      if (in.size() > 3) y = ~(~y | ~*z[3]);  // the fused residual, as for MatMul
+      return y;
     }
     case OpType::Conv:
       return conv_forward(op, in, out, z);
@@ -688,6 +695,7 @@ std::vector<ElementMask> backward_live(const Operator& op, const std::vector<Sha
       if (in.size() > 2)  // the fused bias [N]
         for (int64_t o = 0; o < n; ++o)
           if (live.test(o)) in_live[2].set(o % v.n);
+      if (in.size() > 3) in_live[3].merge(live);  // the fused residual, elementwise
       return in_live;
     }
     case OpType::Gemm: {
@@ -698,6 +706,7 @@ std::vector<ElementMask> backward_live(const Operator& op, const std::vector<Sha
         for (int64_t o = 0; o < n; ++o)
           if (live.test(o)) in_live[2].set(c_map[static_cast<size_t>(o)]);
       }
+      if (in.size() > 3) in_live[3].merge(live);  // the fused residual, elementwise
       return in_live;
     }
     case OpType::Conv:

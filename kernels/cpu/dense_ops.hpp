@@ -90,10 +90,13 @@ void transpose_panel(const float* src, int64_t ld_src, int64_t rows, int64_t col
 // The op's fused activation (graph::Activation) as the SGEMM epilogue's.
 GemmActivation gemm_activation(graph::Activation activation);
 
-// MatMul's optional fused bias (input 2, graph/fuse_matmul_bias.hpp): why
-// the inputs do not fit it (count, shapes), or nothing.
-std::optional<std::string> matmul_bias_problem(std::span<const ConstTensorView> inputs);
-// MatMul's epilogue: its fused activation, and the fused bias per column.
+// MatMul's optional fused bias (input 2, graph/fuse_matmul_bias.hpp) and
+// fused residual (input 3, the output's shape: graph/fuse_residual.hpp): why
+// the inputs do not fit them (count, shapes), or nothing.
+std::optional<std::string> matmul_bias_problem(const graph::Operator& op,
+                                               std::span<const ConstTensorView> inputs);
+// MatMul's epilogue: its fused activation, the fused bias per column and the
+// fused residual (absolute rows of the flattened output, like Y).
 GemmEpilogue matmul_epilogue(const TileArgs& args);
 
 // Throws tessera::Error naming the variant and the op.

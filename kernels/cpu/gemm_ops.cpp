@@ -48,7 +48,11 @@ std::optional<std::string> gemm_applies_with(const graph::Operator& op,
                                              std::span<const ConstTensorView> inputs, int64_t& rows,
                                              int64_t& depth, int64_t& cols, GemmCForm& c_form) {
   if (op.type != graph::OpType::Gemm) return "not a Gemm";
-  if (inputs.size() < 2 || inputs.size() > 3) return "expected 2 or 3 inputs";
+  // A fused residual (graph/fuse_residual.hpp) is input 3, after C.
+  const size_t count = op.attrs.fused_residual ? 4 : 3;
+  if (inputs.size() < (op.attrs.fused_residual ? 4 : 2) || inputs.size() > count)
+    return op.attrs.fused_residual ? "expected 4 inputs (A, B, C, residual)"
+                                   : "expected 2 or 3 inputs";
   for (const ConstTensorView& input : inputs)
     if (!input.shape) return "an input has no shape";
   const graph::Shape& a = *inputs[0].shape;
@@ -64,8 +68,11 @@ std::optional<std::string> gemm_applies_with(const graph::Operator& op,
     return "A " + graph::shape_to_string(a) + " and B " + graph::shape_to_string(b) +
            " do not multiply";
   if (!inputs[1].data) return "B is not constant";
+  if (op.attrs.fused_residual && *inputs[3].shape != graph::Shape{rows, cols})
+    return "fused residual " + graph::shape_to_string(*inputs[3].shape) + " is not [" +
+           std::to_string(rows) + "," + std::to_string(cols) + "]";
   c_form = GemmCForm::kNone;
-  if (inputs.size() == 3) {
+  if (inputs.size() >= 3) {
     const graph::Shape& c = *inputs[2].shape;
     if (c.size() > 2) return "C " + graph::shape_to_string(c) + " has rank > 2";
     const int64_t c_rows = c.size() == 2 ? c[0] : 1;
@@ -81,21 +88,34 @@ std::optional<std::string> gemm_applies_with(const graph::Operator& op,
       c_form = GemmCForm::kPerRow;
     else
       c_form = GemmCForm::kFull;
+    // Both would be the epilogue's one residual operand.
+    if (c_form == GemmCForm::kFull && op.attrs.fused_residual)
+      return "C is a full [M, N] matrix and there is a fused residual";
   }
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<std::string> matmul_bias_problem(std::span<const ConstTensorView> inputs) {
-  if (inputs.size() != 2 && inputs.size() != 3) return "expected 2 or 3 inputs";
+std::optional<std::string> matmul_bias_problem(const graph::Operator& op,
+                                               std::span<const ConstTensorView> inputs) {
+  if (op.attrs.fused_residual ? inputs.size() != 4 : inputs.size() != 2 && inputs.size() != 3)
+    return op.attrs.fused_residual ? "expected 4 inputs (A, B, bias, residual)"
+                                   : "expected 2 or 3 inputs";
   for (const ConstTensorView& input : inputs)
     if (!input.shape) return "an input has no shape";
-  if (inputs.size() == 3) {
+  if (inputs.size() >= 3) {
     const graph::Shape& b = *inputs[1].shape;
     if (b.size() != 2 || *inputs[2].shape != graph::Shape{b[1]})
       return "fused bias " + graph::shape_to_string(*inputs[2].shape) + " is not [N] for B " +
              graph::shape_to_string(b);
+    if (inputs.size() == 4) {  // the residual: A's shape with N columns, like the output
+      graph::Shape y = *inputs[0].shape;
+      if (!y.empty()) y.back() = b[1];
+      if (*inputs[3].shape != y)
+        return "fused residual " + graph::shape_to_string(*inputs[3].shape) + " is not " +
+               graph::shape_to_string(y);
+    }
   }
   return std::nullopt;
 }
@@ -105,9 +125,13 @@ GemmEpilogue matmul_epilogue(const TileArgs& args) {
   GemmEpilogue ep{.activation = gemm_activation(attrs.activation),
                   .clip_min = attrs.clip_min,
                   .clip_max = attrs.clip_max};
-  if (args.input_count == 3) {  // the fused bias [N], indexed by absolute column like C
+  if (args.input_count >= 3) {  // the fused bias [N], indexed by absolute column like C
     ep.bias = args.inputs[2].data;
     ep.bias_kind = GemmBias::kPerColumn;
+  }
+  if (args.input_count == 4) {  // the fused residual, the output's shape (row-major like Y)
+    ep.residual = args.inputs[3].data;
+    ep.ld_residual = args.output.shape->back();
   }
   return ep;
 }
@@ -145,7 +169,7 @@ PreparedOp prepare_gemm(const graph::Operator& op, std::span<const ConstTensorVi
     for (float& v : scaled) v *= attrs.alpha;
     prep->b = pack_b(scaled.data(), k, n, ldb, attrs.trans_b, gemm_microkernel_for_columns(n));
   }
-  if (inputs.size() == 3 && inputs[2].data) {
+  if (inputs.size() >= 3 && inputs[2].data) {
     const float* c = inputs[2].data;
     const float beta = attrs.beta;
     const bool scalar = graph::shape_numel(*inputs[2].shape) == 1;
@@ -171,7 +195,9 @@ PreparedOp prepare_gemm(const graph::Operator& op, std::span<const ConstTensorVi
 }
 
 void gemm(const TileArgs& args) {
-  check_dense_tile_args(kGemmVariant, args, 2, 3, /*needs_prepared=*/true);
+  const bool has_residual = args.op && args.op->attrs.fused_residual;
+  check_dense_tile_args(kGemmVariant, args, has_residual ? 4 : 2, has_residual ? 4 : 3,
+                        /*needs_prepared=*/true);
   const auto& prep = *static_cast<const GemmPrepared*>(args.prepared);
   const graph::OpAttributes& attrs = args.op->attrs;
   const int64_t m = prep.rows, k = prep.depth, n = prep.cols;
@@ -181,15 +207,20 @@ void gemm(const TileArgs& args) {
     fail_op(kGemmVariant, args.op,
             "shapes differ from the prepared ones (A " + graph::shape_to_string(a_shape) + ", Y " +
                 graph::shape_to_string(*args.output.shape) + ")");
-  if ((prep.c_form != GemmCForm::kNone) != (args.input_count == 3))
+  if ((prep.c_form != GemmCForm::kNone) != (args.input_count >= 3))
     fail_op(kGemmVariant, args.op, "C present at prepare time but not now, or the reverse");
+  const float* residual = has_residual ? args.inputs[3].data : nullptr;
+  if (residual && (*args.inputs[3].shape != graph::Shape{m, n} || prep.c_form == GemmCForm::kFull))
+    fail_op(kGemmVariant, args.op,
+            "fused residual " + graph::shape_to_string(*args.inputs[3].shape) +
+                " is not [M, N], or C is [M, N] too");
   const graph::Region& r = *args.region;
   if (r.empty()) return;
 
   // beta·C: the prepared copy when C is constant, else C itself when beta is
   // 1; otherwise (a run-time C with beta != 1, or a run-time scalar) the
   // GEMM runs bare and C and the activation are applied afterwards.
-  const float* c_in = args.input_count == 3 ? args.inputs[2].data : nullptr;
+  const float* c_in = args.input_count >= 3 ? args.inputs[2].data : nullptr;
   const float* c_eff = !prep.c_scaled.empty() ? prep.c_scaled.data()
                        : (c_in && attrs.beta == 1.0f && prep.c_form != GemmCForm::kScalar)
                            ? c_in
@@ -208,6 +239,10 @@ void gemm(const TileArgs& args) {
       ep.bias_kind = GemmBias::kPerRow;
     } else if (prep.c_form == GemmCForm::kFull) {
       ep.residual = c_eff;
+      ep.ld_residual = n;
+    }
+    if (residual) {  // after C, before the activation (the reference's order)
+      ep.residual = residual;
       ep.ld_residual = n;
     }
   }
@@ -243,6 +278,8 @@ void gemm(const TileArgs& args) {
     for (int64_t i = i0; i < i1; ++i) {
       float* row = y + i * n;
       for (int64_t j = j0; j < j1; ++j) row[j] += beta * c_in[i * c_row + j * c_col];
+      if (residual)
+        for (int64_t j = j0; j < j1; ++j) row[j] += residual[i * n + j];
       apply_activation(attrs, row + j0, j1 - j0);
     }
   }
@@ -251,7 +288,7 @@ void gemm(const TileArgs& args) {
 std::optional<std::string> matmul_applies(const graph::Operator& op,
                                           std::span<const ConstTensorView> inputs) {
   if (op.type != graph::OpType::MatMul) return "not a MatMul";
-  if (auto why = matmul_bias_problem(inputs)) return why;
+  if (auto why = matmul_bias_problem(op, inputs)) return why;
   const graph::Shape& a = *inputs[0].shape;
   const graph::Shape& b = *inputs[1].shape;
   if (a.size() < 2) return "A has rank " + std::to_string(a.size()) + " (needs rank >= 2)";
@@ -274,7 +311,7 @@ PreparedOp prepare_matmul(const graph::Operator& op, std::span<const ConstTensor
 }
 
 void matmul(const TileArgs& args) {
-  check_dense_tile_args(kMatMulVariant, args, 2, 3, /*needs_prepared=*/true);
+  check_dense_tile_args(kMatMulVariant, args, 2, 4, /*needs_prepared=*/true);
   const auto& prep = *static_cast<const MatMulPrepared*>(args.prepared);
   const graph::Shape& a_shape = *args.inputs[0].shape;
   const graph::Shape& y_shape = *args.output.shape;
@@ -289,7 +326,7 @@ void matmul(const TileArgs& args) {
   const graph::Region& r = *args.region;
   if (r.empty()) return;
 
-  if (auto why = matmul_bias_problem({args.inputs, args.input_count}))
+  if (auto why = matmul_bias_problem(*args.op, {args.inputs, args.input_count}))
     fail_op(kMatMulVariant, args.op, *why);
   const GemmEpilogue ep = matmul_epilogue(args);
   for_each_batched_gemm_tile(r, a_shape, [&](const GemmTile& tile) {
@@ -300,7 +337,7 @@ void matmul(const TileArgs& args) {
 std::optional<std::string> matmul_batched_applies(const graph::Operator& op,
                                                   std::span<const ConstTensorView> inputs) {
   if (op.type != graph::OpType::MatMul) return "not a MatMul";
-  if (auto why = matmul_bias_problem(inputs)) return why;
+  if (auto why = matmul_bias_problem(op, inputs)) return why;
   const graph::Shape& a = *inputs[0].shape;
   const graph::Shape& b = *inputs[1].shape;
   if (a.size() < 2 || a.size() != b.size())
@@ -317,7 +354,7 @@ std::optional<std::string> matmul_batched_applies(const graph::Operator& op,
 }
 
 void matmul_batched(const TileArgs& args) {
-  check_dense_tile_args(kMatMulBatchedVariant, args, 2, 3, /*needs_prepared=*/false);
+  check_dense_tile_args(kMatMulBatchedVariant, args, 2, 4, /*needs_prepared=*/false);
   const graph::Shape& a_shape = *args.inputs[0].shape;
   const graph::Shape& b_shape = *args.inputs[1].shape;
   if (auto why = matmul_batched_applies(*args.op, {args.inputs, args.input_count}))
@@ -347,8 +384,10 @@ void matmul_batched(const TileArgs& args) {
     }
     const PackedMatrix b =
         pack_b(args.inputs[1].data + flat_b * k * n, k, n, n, /*transposed=*/false);
+    GemmEpilogue batch_ep = ep;  // the residual, like Y, at this batch index's matrix
+    if (ep.residual) batch_ep.residual = ep.residual + flat_a * m * n;
     gemm_tile(args.inputs[0].data + flat_a * m * k, k, b, args.output.data + flat_a * m * n, n,
-              rows_cols, ep);
+              rows_cols, batch_ep);
   });
 }
 

@@ -1,5 +1,7 @@
 // Reference Gemm: Y = alpha * op(A) * op(B) + beta * C (ONNX Gemm). Each
-// output element sums over k in ascending order, then scales and adds C.
+// output element sums over k in ascending order, then scales and adds C,
+// then the fused residual (input 3, [M, N]: graph/fuse_residual.hpp) if any,
+// then the fused activation.
 #include <algorithm>
 
 #include "kernels/activation.hpp"
@@ -9,7 +11,8 @@
 namespace tessera::kernels::reference {
 
 void gemm(const TileArgs& args) {
-  check_tile_args(args, 2, 3);
+  const bool has_residual = args.op && args.op->attrs.fused_residual;
+  check_tile_args(args, has_residual ? 4 : 2, has_residual ? 4 : 3);
   const graph::OpAttributes& attrs = args.op->attrs;
   const graph::Shape& a_shape = *args.inputs[0].shape;
   const graph::Shape& b_shape = *args.inputs[1].shape;
@@ -31,7 +34,11 @@ void gemm(const TileArgs& args) {
 
   const float* c = nullptr;
   int64_t c_row = 0, c_col = 0;  // broadcast strides of C over [M, N]
-  if (args.input_count == 3) {
+  const float* residual = has_residual ? args.inputs[3].data : nullptr;
+  if (residual && *args.inputs[3].shape != y_shape)
+    fail(args, "fused residual " + graph::shape_to_string(*args.inputs[3].shape) +
+                   " is not the output's shape " + graph::shape_to_string(y_shape));
+  if (args.input_count >= 3) {
     const graph::Shape& c_shape = *args.inputs[2].shape;
     if (c_shape.size() > 2) fail(args, "C " + graph::shape_to_string(c_shape) + " has rank > 2");
     const graph::Shape target{rows, cols};
@@ -77,6 +84,8 @@ void gemm(const TileArgs& args) {
     } else {
       for (int64_t j = j_begin; j < j_end; ++j) row[j] = alpha * row[j];
     }
+    if (residual)
+      for (int64_t j = j_begin; j < j_end; ++j) row[j] += residual[i * cols + j];
     apply_activation(attrs, row + j_begin, j_end - j_begin);
   }
 }

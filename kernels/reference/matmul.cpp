@@ -2,8 +2,9 @@
 // row vector [1, K] and a 1-D B a column vector [K, 1], their unit dim
 // dropped from the output. Each output element sums over k in ascending order,
 // then adds the fused bias (input 2, [N]: graph/fuse_matmul_bias.hpp) if
-// any, then applies the fused activation: the same rounding as MatMul, Add,
-// activation run one after the other.
+// any, then the fused residual (input 3, the output's shape:
+// graph/fuse_residual.hpp) if any, then applies the fused activation: the
+// same rounding as MatMul, Add, Add, activation run one after the other.
 #include <algorithm>
 
 #include "kernels/activation.hpp"
@@ -13,7 +14,8 @@
 namespace tessera::kernels::reference {
 
 void matmul(const TileArgs& args) {
-  check_tile_args(args, 2, 3);
+  const bool has_residual = args.op && args.op->attrs.fused_residual;
+  check_tile_args(args, has_residual ? 4 : 2, has_residual ? 4 : 3);
   const graph::Shape& a_shape = *args.inputs[0].shape;
   const graph::Shape& b_shape = *args.inputs[1].shape;
   const graph::Shape& y_shape = *args.output.shape;
@@ -45,8 +47,12 @@ void matmul(const TileArgs& args) {
     fail(args, "A " + graph::shape_to_string(a_shape) + " and B " +
                    graph::shape_to_string(b_shape) + " do not give output " +
                    graph::shape_to_string(y_shape));
-  const float* bias = args.input_count == 3 ? args.inputs[2].data : nullptr;
-  if (args.input_count == 3 && (b_rank != 2 || *args.inputs[2].shape != graph::Shape{cols}))
+  const float* bias = args.input_count >= 3 ? args.inputs[2].data : nullptr;
+  const float* residual = has_residual ? args.inputs[3].data : nullptr;
+  if (residual && *args.inputs[3].shape != y_shape)
+    fail(args, "fused residual " + graph::shape_to_string(*args.inputs[3].shape) +
+                   " is not the output's shape " + graph::shape_to_string(y_shape));
+  if (args.input_count >= 3 && (b_rank != 2 || *args.inputs[2].shape != graph::Shape{cols}))
     fail(args, "fused bias " + graph::shape_to_string(*args.inputs[2].shape) +
                    " is not [N] for a 2-D B " + graph::shape_to_string(b_shape));
 
@@ -95,6 +101,10 @@ void matmul(const TileArgs& args) {
                       }
                       if (bias)
                         for (int64_t j = j_begin; j < j_end; ++j) row[j] += bias[j];
+                      if (residual) {
+                        const float* res = residual + offsets[0] + i * cols;
+                        for (int64_t j = j_begin; j < j_end; ++j) row[j] += res[j];
+                      }
                       apply_activation(args.op->attrs, row + j_begin, j_end - j_begin);
                     }
                   });

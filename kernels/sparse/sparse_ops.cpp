@@ -55,7 +55,7 @@ std::optional<std::string> gemm_shape_applies(const graph::Operator& op,
                                               std::span<const ConstTensorView> inputs) {
   if (auto why = cpu::gemm_applies(op, inputs)) return why;
   if (op.attrs.trans_a) return "trans_a is not supported (the dense kernel transposes A)";
-  if (inputs.size() == 3 && !inputs[2].data) return "C is not constant";
+  if (inputs.size() >= 3 && !inputs[2].data) return "C is not constant";
   return std::nullopt;
 }
 
@@ -87,7 +87,7 @@ PreparedOp prepare_matmul_sparse(const graph::Operator& op,
 }
 
 void matmul_sparse(const TileArgs& args) {
-  cpu::check_dense_tile_args(kMatMulVariant, args, 2, 3, /*needs_prepared=*/true);
+  cpu::check_dense_tile_args(kMatMulVariant, args, 2, 4, /*needs_prepared=*/true);
   const auto& prep = *static_cast<const MatMulSparsePrepared*>(args.prepared);
   const graph::Shape& a_shape = *args.inputs[0].shape;
   const graph::Shape& y_shape = *args.output.shape;
@@ -101,7 +101,7 @@ void matmul_sparse(const TileArgs& args) {
                      ", Y " + graph::shape_to_string(y_shape) + ")");
   const graph::Region& r = *args.region;
   if (r.empty()) return;
-  if (auto why = cpu::matmul_bias_problem({args.inputs, args.input_count}))
+  if (auto why = cpu::matmul_bias_problem(*args.op, {args.inputs, args.input_count}))
     cpu::fail_op(kMatMulVariant, args.op, *why);
   const GemmEpilogue ep = cpu::matmul_epilogue(args);
   cpu::for_each_batched_gemm_tile(r, a_shape, [&](const GemmTile& tile) {
@@ -130,7 +130,7 @@ PreparedOp prepare_gemm_sparse(const graph::Operator& op, std::span<const ConstT
   const float* weight = nullptr;
   const SparseLayoutChoice choice = gemm_layout(op, inputs, copy, weight);
   prep->b = pack_sparse_b(weight, prep->depth, prep->cols, b[1], attrs.trans_b, choice.layout);
-  if (inputs.size() == 3) {
+  if (inputs.size() >= 3) {
     const graph::Shape& c_shape = *inputs[2].shape;
     const float* c = inputs[2].data;
     const int64_t m = prep->rows, n = prep->cols;
@@ -156,7 +156,9 @@ PreparedOp prepare_gemm_sparse(const graph::Operator& op, std::span<const ConstT
 }
 
 void gemm_sparse(const TileArgs& args) {
-  cpu::check_dense_tile_args(kGemmVariant, args, 2, 3, /*needs_prepared=*/true);
+  const bool has_residual = args.op && args.op->attrs.fused_residual;
+  cpu::check_dense_tile_args(kGemmVariant, args, has_residual ? 4 : 2, has_residual ? 4 : 3,
+                             /*needs_prepared=*/true);
   const auto& prep = *static_cast<const GemmSparsePrepared*>(args.prepared);
   const int64_t m = prep.rows, k = prep.depth, n = prep.cols;
   const graph::Shape& a_shape = *args.inputs[0].shape;
@@ -164,8 +166,15 @@ void gemm_sparse(const TileArgs& args) {
     cpu::fail_op(kGemmVariant, args.op,
                  "shapes differ from the prepared ones (A " + graph::shape_to_string(a_shape) +
                      ", Y " + graph::shape_to_string(*args.output.shape) + ")");
-  if ((prep.c_form != GemmCForm::kNone) != (args.input_count == 3))
+  if ((prep.c_form != GemmCForm::kNone) != (args.input_count >= 3))
     cpu::fail_op(kGemmVariant, args.op, "C present at prepare time but not now, or the reverse");
+  // The fused residual (input 3, [M, N]); cpu::gemm_applies() ruled out a
+  // full [M, N] C beside it, which would take the same epilogue slot.
+  const float* residual = has_residual ? args.inputs[3].data : nullptr;
+  if (residual && (*args.inputs[3].shape != graph::Shape{m, n} || prep.c_form == GemmCForm::kFull))
+    cpu::fail_op(kGemmVariant, args.op,
+                 "fused residual " + graph::shape_to_string(*args.inputs[3].shape) +
+                     " is not [M, N], or C is [M, N] too");
   const graph::Region& r = *args.region;
   if (r.empty()) return;
   const graph::OpAttributes& attrs = args.op->attrs;
@@ -181,6 +190,10 @@ void gemm_sparse(const TileArgs& args) {
     ep.bias_kind = cpu::GemmBias::kPerRow;
   } else if (prep.c_form == GemmCForm::kFull) {
     ep.residual = c;
+    ep.ld_residual = n;
+  }
+  if (residual) {
+    ep.residual = residual;
     ep.ld_residual = n;
   }
   sparse_gemm_tile(args.inputs[0].data, k, prep.b, args.output.data, n,

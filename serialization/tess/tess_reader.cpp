@@ -77,9 +77,9 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::Conv:
       return {2, 4};  // X, W, B; a fused residual is input 3
     case OpType::Gemm:
-      return {2, 3};
+      return {2, 4};  // A, B, C; a fused residual is input 3
     case OpType::MatMul:
-      return {2, 3};  // A, B; a fused bias is input 2
+      return {2, 4};  // A, B; a fused bias is input 2, a fused residual input 3
     case OpType::Add:
     case OpType::Mul:
     case OpType::Sub:

@@ -372,3 +372,178 @@ TEST_CASE("fuse_layer_norm leaves near misses alone") {
   o.gamma_shape = {5, 8};  // gamma is not per feature
   unchanged(o);
 }
+
+// ---------------------------------------------------------------- MatMul/Gemm residual
+
+TEST_CASE("fuse_residual: Add(MatMul(h, W) + b, h) becomes the MatMul's epilogue") {
+  // A transformer's attention output projection: the bias fuses first, then
+  // the residual Add (either operand order); the tile graph has an edge from
+  // every residual-producer tile a MatMul tile's region overlaps.
+  for (int order = 0; order < 2; ++order) {
+    CAPTURE(order);
+    GraphBuilder b;
+    const int32_t x = b.input("x", {2, 6, 8});
+    const int32_t h = b.op(OpType::Relu, {x}, {}, "h");
+    const int32_t mm = b.op(OpType::MatMul, {h, b.weight("w", {8, 8})}, {}, "matmul");
+    const int32_t biased = b.op(OpType::Add, {mm, b.weight("bias", {8})}, {}, "bias_add");
+    const int32_t sum = order == 0 ? b.op(OpType::Add, {biased, h}, {}, "residual")
+                                   : b.op(OpType::Add, {h, biased}, {}, "residual");
+    b.g.outputs = {b.op(OpType::Relu, {sum}, {}, "out")};
+    CompileReport report;
+    const TileGraph tg = compile_graph(b.g, kOptions, &report);
+    REQUIRE(tg.ops.size() == 2);  // h, matmul (+bias +residual +relu)
+    const Operator& op = tg.ops[1];
+    CHECK(op.name == "matmul");
+    CHECK(op.attrs.fused_residual);
+    CHECK(op.attrs.activation == Activation::Relu);
+    REQUIRE(op.inputs.size() == 4);
+    CHECK(tg.tensors[static_cast<size_t>(op.inputs[2])].name == "bias");
+    CHECK(tg.tensors[static_cast<size_t>(op.inputs[3])].name == "h.out");
+    CHECK(report.ops[1].note.find("residual 'residual' fused in") != std::string::npos);
+    int32_t checked = 0;
+    for (size_t n = 0; n < tg.nodes.size(); ++n) {
+      if (tg.nodes[n].op != 0) continue;
+      for (size_t m = 0; m < tg.nodes.size(); ++m) {
+        if (tg.nodes[m].op != 1) continue;
+        // The residual region is the MatMul tile's own output region.
+        if (!regions_overlap(tg.nodes[n].region, tg.nodes[m].region)) continue;
+        const auto& children = tg.nodes[n].children;
+        CHECK(std::find(children.begin(), children.end(), static_cast<int32_t>(m)) !=
+              children.end());
+        ++checked;
+      }
+    }
+    CHECK(checked >= 2);
+    // The dependency of input 3 is exactly the tile's region.
+    std::vector<Shape> shapes;
+    for (int32_t t : op.inputs) shapes.push_back(tg.tensors[static_cast<size_t>(t)].shape);
+    const Region tile{{1, 2, 0}, {2, 5, 4}};
+    const auto deps = tile_dependencies(op, shapes, {2, 6, 8}, tile);
+    bool residual_dep = false;
+    for (const InputDependency& d : deps)
+      if (d.operand == 3) {
+        residual_dep = true;
+        CHECK(d.region == tile);
+      }
+    CHECK(residual_dep);
+  }
+}
+
+TEST_CASE("fuse_residual: MatMul without bias and Gemm without C get a zero one") {
+  {
+    GraphBuilder b;
+    const int32_t x = b.input("x", {5, 3});
+    const int32_t r = b.input("r", {5, 7});
+    const int32_t mm = b.op(OpType::MatMul, {x, b.weight("w", {3, 7})}, {}, "matmul");
+    b.g.outputs = {b.op(OpType::Add, {r, mm}, {}, "add")};
+    const TileGraph tg = compile_graph(b.g, kOptions, nullptr);
+    REQUIRE(tg.ops.size() == 1);
+    REQUIRE(tg.ops[0].inputs.size() == 4);
+    const CompiledTensor& bias = tg.tensors[static_cast<size_t>(tg.ops[0].inputs[2])];
+    CHECK(bias.shape == Shape{7});
+    REQUIRE(bias.storage == TensorStorage::Weight);
+    for (float v : bias.weight) CHECK(v == 0.0f);
+    CHECK(tg.ops[0].inputs[3] == r);
+  }
+  {
+    GraphBuilder b;
+    const int32_t x = b.input("x", {3, 5});
+    const int32_t r = b.input("r", {5, 7});
+    OpAttributes ga;
+    ga.trans_a = true;
+    const int32_t g = b.op(OpType::Gemm, {x, b.weight("w", {3, 7})}, ga, "gemm");
+    b.g.outputs = {b.op(OpType::Add, {g, r}, {}, "add")};
+    const TileGraph tg = compile_graph(b.g, kOptions, nullptr);
+    REQUIRE(tg.ops.size() == 1);
+    CHECK(tg.ops[0].attrs.fused_residual);
+    REQUIRE(tg.ops[0].inputs.size() == 4);
+    CHECK(tg.tensors[static_cast<size_t>(tg.ops[0].inputs[2])].shape == Shape{7});
+    CHECK(tg.ops[0].inputs[3] == r);
+  }
+}
+
+TEST_CASE("fuse_residual: MatMul/Gemm Adds that must stay") {
+  auto op_count = [](const Graph& g) { return compile_graph(g, kOptions, nullptr).ops.size(); };
+  {  // Batched B (attention scores): a [N] bias, hence input 3, does not fit.
+    GraphBuilder b;
+    const int32_t q = b.input("q", {2, 4, 3});
+    const int32_t k = b.input("k", {2, 3, 4});
+    const int32_t r = b.input("r", {2, 4, 4});
+    b.g.outputs = {b.op(OpType::Add, {b.op(OpType::MatMul, {q, k}), r})};
+    CHECK(op_count(b.g) == 2);
+  }
+  {  // The MatMul output has a second reader.
+    GraphBuilder b;
+    const int32_t x = b.input("x", {4, 6});
+    const int32_t mm = b.op(OpType::MatMul, {x, b.weight("w", {6, 6})});
+    const int32_t s = b.op(OpType::Add, {mm, x});
+    b.g.outputs = {b.op(OpType::Mul, {s, mm})};
+    CHECK(op_count(b.g) == 3);
+  }
+  {  // A broadcast operand is not the output's shape (that is a bias).
+    GraphBuilder b;
+    const int32_t x = b.input("x", {4, 6});
+    const int32_t r = b.input("r", {1, 6});
+    b.g.outputs = {b.op(OpType::Add, {b.op(OpType::MatMul, {x, b.weight("w", {6, 6})}), r})};
+    CHECK(op_count(b.g) == 2);
+  }
+  {  // A Gemm whose C is already a full [M, N] matrix.
+    GraphBuilder b;
+    const int32_t x = b.input("x", {4, 6});
+    const int32_t r = b.input("r", {4, 5});
+    const int32_t g = b.op(OpType::Gemm, {x, b.weight("w", {6, 5}), b.weight("c", {4, 5})});
+    b.g.outputs = {b.op(OpType::Add, {g, r})};
+    CHECK(op_count(b.g) == 2);
+  }
+  {  // Fusion off.
+    GraphBuilder b;
+    const int32_t x = b.input("x", {4, 6});
+    b.g.outputs = {b.op(OpType::Add, {b.op(OpType::MatMul, {x, b.weight("w", {6, 6})}), x})};
+    CompileOptions off = kOptions;
+    off.fuse_residual = false;
+    CHECK(compile_graph(b.g, off, nullptr).ops.size() == 2);
+    CHECK(op_count(b.g) == 1);
+  }
+}
+
+TEST_CASE("fuse_residual: Add(Reshape(Gemm(h2d)), h) fuses with the residual reshaped (GPT-2)") {
+  // torch.onnx.export's GPT-2 Conv1D: [1, S, D] -> Reshape [S, D] -> Gemm ->
+  // Reshape [1, S, D] -> Add(residual). The Add moves before the Reshape:
+  // the Gemm reads the residual through a new Reshape (an alias, no copy).
+  GraphBuilder b;
+  const int32_t x = b.input("x", {1, 6, 8});
+  const int32_t h = b.op(OpType::Relu, {x}, {}, "h");
+  OpAttributes flat;
+  flat.new_shape = {6, 8};
+  const int32_t h2d = b.op(OpType::Reshape, {h}, flat, "flat");
+  const int32_t g =
+      b.op(OpType::Gemm, {h2d, b.weight("w", {8, 8}), b.weight("c", {8})}, {}, "gemm");
+  OpAttributes back;
+  back.new_shape = {1, 6, 8};
+  const int32_t g3d = b.op(OpType::Reshape, {g}, back, "unflat");
+  b.g.outputs = {b.op(OpType::Add, {h, g3d}, {}, "residual")};
+  CompileReport report;
+  const TileGraph tg = compile_graph(b.g, kOptions, &report);
+  // h, flat, the residual's reshape, gemm (+residual), unflat.
+  REQUIRE(tg.ops.size() == 5);
+  const Operator& gemm = tg.ops[3];
+  CHECK(gemm.name == "gemm");
+  CHECK(gemm.attrs.fused_residual);
+  REQUIRE(gemm.inputs.size() == 4);
+  const int32_t reshaped = gemm.inputs[3];
+  CHECK(tg.tensors[static_cast<size_t>(reshaped)].shape == Shape{6, 8});
+  CHECK(tg.ops[2].type == OpType::Reshape);
+  CHECK(tg.ops[2].inputs[0] == h);
+  CHECK(tg.ops[2].outputs[0] == reshaped);
+  CHECK(tg.ops[4].name == "unflat");
+  CHECK(tg.ops[4].outputs[0] == tg.outputs[0]);
+  // Every Reshape here reads an arena tensor: each is an alias of h or the
+  // Gemm output, and the report says so.
+  CHECK(tg.tensors[static_cast<size_t>(reshaped)].arena_offset ==
+        tg.tensors[static_cast<size_t>(h)].arena_offset);
+  CHECK(tg.tensors[static_cast<size_t>(tg.outputs[0])].arena_offset ==
+        tg.tensors[static_cast<size_t>(gemm.outputs[0])].arena_offset);
+  for (size_t i : {size_t{1}, size_t{2}, size_t{4}})
+    CHECK(report.ops[i].note.find("alias (no copy)") != std::string::npos);
+  CHECK(report.ops[3].note.find("residual 'residual' fused in") != std::string::npos);
+}

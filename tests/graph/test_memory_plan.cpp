@@ -20,7 +20,13 @@ struct Usage {
   std::vector<bool> in_arena, is_input, is_output;
 };
 
-Usage usage_of(const Graph& g, const std::vector<TileNode>& nodes) {
+// Tensors sharing bytes by design (MemoryPlan::alias_of) count as one: their
+// accesses are merged into the group root's.
+Usage usage_of(const Graph& g, const std::vector<TileNode>& nodes, const MemoryPlan& plan) {
+  auto group = [&](int32_t t) {
+    const int32_t r = plan.alias_of[static_cast<size_t>(t)];
+    return static_cast<size_t>(r >= 0 ? r : t);
+  };
   Usage u;
   size_t n = g.tensors.size();
   u.writers.resize(n);
@@ -30,14 +36,13 @@ Usage usage_of(const Graph& g, const std::vector<TileNode>& nodes) {
   u.is_output.assign(n, false);
   for (int32_t t : g.inputs)
     u.in_arena[static_cast<size_t>(t)] = u.is_input[static_cast<size_t>(t)] = true;
-  for (int32_t t : g.outputs) u.is_output[static_cast<size_t>(t)] = true;
+  for (int32_t t : g.outputs) u.is_output[group(t)] = true;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Operator& op = g.ops[static_cast<size_t>(nodes[i].op)];
     u.in_arena[static_cast<size_t>(op.outputs[0])] = true;
-    u.writers[static_cast<size_t>(op.outputs[0])].push_back(static_cast<int32_t>(i));
-    u.accessors[static_cast<size_t>(op.outputs[0])].push_back(static_cast<int32_t>(i));
-    for (int32_t t : op.inputs)
-      u.accessors[static_cast<size_t>(t)].push_back(static_cast<int32_t>(i));
+    u.writers[group(op.outputs[0])].push_back(static_cast<int32_t>(i));
+    u.accessors[group(op.outputs[0])].push_back(static_cast<int32_t>(i));
+    for (int32_t t : op.inputs) u.accessors[group(t)].push_back(static_cast<int32_t>(i));
   }
   return u;
 }
@@ -66,9 +71,32 @@ bool finished_before(const Usage& u, const std::vector<std::vector<bool>>& anc, 
 }
 
 void check_plan(const Graph& g, const std::vector<TileNode>& nodes, const MemoryPlan& plan) {
-  Usage u = usage_of(g, nodes);
-  auto anc = closure(nodes);
   REQUIRE(plan.offsets.size() == g.tensors.size());
+  REQUIRE(plan.alias_of.size() == g.tensors.size());
+  // Every alias is the output of a Reshape/Flatten of an arena tensor in the
+  // same group, at the same offset, with the same byte count.
+  std::vector<int32_t> producer(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    producer[static_cast<size_t>(g.ops[i].outputs[0])] = static_cast<int32_t>(i);
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const int32_t root = plan.alias_of[t];
+    if (root < 0) continue;
+    CAPTURE(t);
+    REQUIRE(producer[t] >= 0);
+    const Operator& op = g.ops[static_cast<size_t>(producer[t])];
+    CHECK((op.type == OpType::Reshape || op.type == OpType::Flatten));
+    const int32_t in = op.inputs.at(0);
+    CHECK(!g.tensors[static_cast<size_t>(in)].is_weight);
+    CHECK(plan.alias_of[static_cast<size_t>(root)] == -1);
+    CHECK((in == root || plan.alias_of[static_cast<size_t>(in)] == root));
+    CHECK(plan.offsets[t] == plan.offsets[static_cast<size_t>(root)]);
+    CHECK(shape_numel(g.tensors[t].shape) == shape_numel(g.tensors[static_cast<size_t>(in)].shape));
+  }
+  Usage u = usage_of(g, nodes, plan);
+  auto anc = closure(nodes);
+  auto group = [&](size_t t) {
+    return plan.alias_of[t] >= 0 ? static_cast<size_t>(plan.alias_of[t]) : t;
+  };
   uint64_t sum = 0;
   std::vector<uint64_t> size(g.tensors.size(), 0);
   for (size_t t = 0; t < g.tensors.size(); ++t) {
@@ -82,20 +110,21 @@ void check_plan(const Graph& g, const std::vector<TileNode>& nodes, const Memory
   CHECK(plan.arena_bytes <= sum);
   for (size_t x = 0; x < g.tensors.size(); ++x)
     for (size_t y = x + 1; y < g.tensors.size(); ++y) {
-      if (!u.in_arena[x] || !u.in_arena[y]) continue;
+      if (!u.in_arena[x] || !u.in_arena[y] || group(x) == group(y)) continue;
       bool overlap = plan.offsets[x] < plan.offsets[y] + size[y] &&
                      plan.offsets[y] < plan.offsets[x] + size[x];
       if (!overlap) continue;
       CAPTURE(x);
       CAPTURE(y);
-      CHECK((finished_before(u, anc, x, y) || finished_before(u, anc, y, x)));
+      CHECK((finished_before(u, anc, group(x), group(y)) ||
+             finished_before(u, anc, group(y), group(x))));
     }
 }
 
 }  // namespace
 
 TEST_CASE("memory plan: overlapping tensors are never live together (random graphs)") {
-  int reused = 0;
+  int reused = 0, aliased = 0;
   for (uint32_t seed = 1; seed <= 150; ++seed) {
     CAPTURE(seed);
     std::mt19937 rng(seed);
@@ -104,9 +133,11 @@ TEST_CASE("memory plan: overlapping tensors are never live together (random grap
     MemoryPlan plan = plan_memory(g, nodes);
     check_plan(g, nodes, plan);
     if (plan.arena_bytes < plan.bytes_without_reuse) ++reused;
+    for (int32_t a : plan.alias_of) aliased += a >= 0;
   }
-  MESSAGE("graphs with reuse: ", reused, " of 150");
-  CHECK(reused > 10);  // the planner does reuse where it is safe
+  MESSAGE("graphs with reuse: ", reused, " of 150; aliased tensors: ", aliased);
+  CHECK(reused > 10);   // the planner does reuse where it is safe
+  CHECK(aliased > 10);  // the random graphs' Reshapes/Flattens alias
 }
 
 TEST_CASE("memory plan: no reuse where only operator-level liveness would allow it") {
@@ -163,4 +194,49 @@ TEST_CASE("memory plan: reuse behind an all-to-all op") {
   CHECK(plan.arena_bytes == 3 * bytes);
   CHECK(plan.offsets[static_cast<size_t>(t2)] == plan.offsets[static_cast<size_t>(x)]);
   CHECK(plan.offsets[static_cast<size_t>(t3)] == plan.offsets[static_cast<size_t>(t1)]);
+}
+
+TEST_CASE("memory plan: Reshape chains alias their input, live as one buffer") {
+  // x -> relu -> t1 -> reshape -> r1 -> flatten -> r2 (a model output), and
+  // t1 -> relu -> t3 -> reshape(weight) not aliased. r2 shares t1's bytes, so
+  // t1's group lives to the end; a later tensor of the same size that could
+  // take t1's bytes by t1's own readers must not.
+  GraphBuilder b;
+  int32_t x = b.input("x", {2, 3, 4, 5});
+  int32_t t1 = b.op(OpType::Relu, {x});
+  OpAttributes ra;
+  ra.new_shape = {6, 20};
+  int32_t r1 = b.op(OpType::Reshape, {t1}, ra);
+  OpAttributes fa;
+  fa.axis = 1;
+  fa.new_shape = {6, 20};
+  int32_t r2 = b.op(OpType::Flatten, {r1}, fa);
+  int32_t t2 = b.op(OpType::Relu, {r1});
+  int32_t t3 = b.op(OpType::Relu, {t2});
+  int32_t t4 = b.op(OpType::Relu, {t3});
+  // A Reshape of a model input aliases the input as well.
+  OpAttributes xa;
+  xa.new_shape = {120};
+  int32_t rx = b.op(OpType::Reshape, {x}, xa);
+  int32_t w = b.weight("w", {4, 30});
+  OpAttributes wa;
+  wa.new_shape = {120};
+  int32_t rw = b.op(OpType::Reshape, {w}, wa);
+  int32_t sum = b.op(OpType::Add, {rx, rw});
+  b.g.outputs = {r2, t4, sum};
+  for (int32_t tiles : {1, 3}) {
+    CAPTURE(tiles);
+    auto nodes = build_tile_nodes(b.g, TilerOptions{tiles, 2});
+    MemoryPlan plan = plan_memory(b.g, nodes);
+    check_plan(b.g, nodes, plan);
+    CHECK(plan.alias_of[static_cast<size_t>(r1)] == t1);
+    CHECK(plan.alias_of[static_cast<size_t>(r2)] == t1);
+    CHECK(plan.alias_of[static_cast<size_t>(rx)] == x);
+    CHECK(plan.alias_of[static_cast<size_t>(rw)] == -1);  // weights are not in the arena
+    CHECK(plan.alias_of[static_cast<size_t>(t2)] == -1);
+    CHECK(plan.offsets[static_cast<size_t>(r2)] == plan.offsets[static_cast<size_t>(t1)]);
+    // t1 is a model output through r2: nothing else may sit on its bytes.
+    for (int32_t t : {x, t2, t3, t4, rw, sum})
+      CHECK(plan.offsets[static_cast<size_t>(t)] != plan.offsets[static_cast<size_t>(t1)]);
+  }
 }

@@ -25,6 +25,10 @@ TEST_CASE("Gemm reference: transposes, alpha/beta, every broadcast form of C; ti
     const Shape c_shapes[] = {{}, {N}, {1, N}, {M, 1}, {M, N}, {1}, {1, 1}};
     const bool has_c = rng.coin(0.8);
     if (has_c) in.push_back(random_tensor(c_shapes[c_form], rng));
+    // A fused residual (graph/fuse_residual.hpp): input 3, after C.
+    const bool has_residual = has_c && trial % 3 == 0;
+    if (has_residual) in.push_back(random_tensor({M, N}, rng));
+    a.fused_residual = has_residual;
 
     // op(A) and op(B) materialised, then the textbook triple loop.
     std::vector<double> A(M * K), B(K * N);
@@ -48,7 +52,8 @@ TEST_CASE("Gemm reference: transposes, alpha/beta, every broadcast form of C; ti
           const int64_t cols = cs.empty() ? 1 : cs.back();
           c = in[2].data[ci * cols + cj];
         }
-        expected[i * N + j] = a.alpha * sum + a.beta * c;
+        expected[i * N + j] =
+            a.alpha * sum + a.beta * c + (has_residual ? in[3].data[i * N + j] : 0.0);
       }
     check_kernel(op, in, {M, N}, expected, rng);
   }
@@ -137,7 +142,7 @@ TEST_CASE("MatMul reference: batch broadcasting and 1-D operands vs naive; tilin
   }
 }
 
-TEST_CASE("MatMul reference: fused bias [N] and every activation vs naive; tiling") {
+TEST_CASE("MatMul reference: fused bias [N], residual and every activation vs naive; tiling") {
   const graph::Activation activations[] = {graph::Activation::None, graph::Activation::Relu,
                                            graph::Activation::Clip, graph::Activation::Sigmoid,
                                            graph::Activation::Gelu, graph::Activation::GeluTanh,
@@ -153,14 +158,19 @@ TEST_CASE("MatMul reference: fused bias [N] and every activation vs naive; tilin
     const Tensor a = random_tensor(as, rng), b = random_tensor({K, N}, rng);
     const bool with_bias = trial % 7 != 3;
     const Tensor bias = random_tensor({N}, rng);
+    // A fused residual (input 3, the output's shape) needs the bias before it.
+    const bool with_residual = with_bias && trial % 2 == 0;
     graph::Operator op = make_op(OpType::MatMul);
+    op.attrs.fused_residual = with_residual;
     op.attrs.activation = activations[trial % 7];
     op.attrs.clip_min = -0.2f;
     op.attrs.clip_max = 0.3f;
     Shape out_shape;
     std::vector<double> expected = naive_matmul(a, b, out_shape);
+    const Tensor residual = random_tensor(out_shape, rng);
     for (size_t e = 0; e < expected.size(); ++e) {
       double x = expected[e] + (with_bias ? bias.data[e % static_cast<size_t>(N)] : 0.0);
+      if (with_residual) x += residual.data[e];
       switch (op.attrs.activation) {
         case graph::Activation::None:
           break;
@@ -188,6 +198,7 @@ TEST_CASE("MatMul reference: fused bias [N] and every activation vs naive; tilin
     }
     std::vector<Tensor> inputs{a, b};
     if (with_bias) inputs.push_back(bias);
+    if (with_residual) inputs.push_back(residual);
     check_kernel(op, inputs, out_shape, expected, rng);
   }
 }
@@ -201,6 +212,24 @@ TEST_CASE("MatMul reference: a fused bias of the wrong shape is an error, not a 
   CHECK_THROWS_WITH_AS(
       run_whole(k, op, {{{2, 2}, {1, 2, 3, 4}}, {{2, 2}, {1, 0, 0, 1}}, {{3}, {1, 2, 3}}}, {2, 2}),
       doctest::Contains("fused bias"), tessera::Error);
+  graph::Operator fused = make_op(OpType::MatMul);
+  fused.attrs.fused_residual = true;
+  // A residual of the wrong shape, and a residual op without the residual.
+  CHECK_THROWS_WITH_AS(
+      run_whole(k, fused,
+                {{{2, 2}, {1, 2, 3, 4}}, {{2, 2}, {1, 0, 0, 1}}, {{2}, {10, 20}}, {{1, 2}, {1, 2}}},
+                {2, 2}),
+      doctest::Contains("fused residual"), tessera::Error);
+  CHECK_THROWS_AS(
+      run_whole(k, fused, {{{2, 2}, {1, 2, 3, 4}}, {{2, 2}, {1, 0, 0, 1}}, {{2}, {10, 20}}},
+                {2, 2}),
+      tessera::Error);
+  // [[11, 22], [13, 24]] + [[1, 2], [3, 4]].
+  CHECK(
+      run_whole(
+          k, fused,
+          {{{2, 2}, {1, 2, 3, 4}}, {{2, 2}, {1, 0, 0, 1}}, {{2}, {10, 20}}, {{2, 2}, {1, 2, 3, 4}}},
+          {2, 2}) == std::vector<float>{12, 24, 16, 28});
 }
 
 TEST_CASE("MatMul reference: hand-computed cases") {

@@ -38,6 +38,34 @@ TEST_CASE("Flatten, Reshape reference: same row-major data; tiling") {
   }
 }
 
+TEST_CASE("Reshape/Flatten reference: an aliased output (the memory plan's) is left as is") {
+  // graph/memory_plan.hpp gives a Reshape's output its input's bytes: the
+  // kernel must neither copy nor clobber them; NHWC there is a plan bug.
+  for (OpType type : {OpType::Reshape, OpType::Flatten}) {
+    graph::Operator op = make_op(type);
+    op.attrs.axis = 1;
+    const Shape in_shape{2, 3, 2, 2}, out_shape{2, 12};
+    op.attrs.new_shape = out_shape;
+    std::vector<float> bytes(24);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<float>(i) * 0.5f;
+    const std::vector<float> before = bytes;
+    const ConstTensorView in{bytes.data(), &in_shape};
+    const Region tile{{1, 5}, {2, 11}};
+    TileArgs args;
+    args.op = &op;
+    args.inputs = &in;
+    args.input_count = 1;
+    args.output = {bytes.data(), &out_shape};
+    args.region = &tile;
+    find_tile_kernel(type, "reference")(args);
+    CHECK(bytes == before);
+    const ConstTensorView nhwc{bytes.data(), &in_shape, graph::Layout::NHWC};
+    args.inputs = &nhwc;
+    CHECK_THROWS_WITH_AS(find_tile_kernel(type, "reference")(args),
+                         doctest::Contains("aliased reshape needs NCHW"), tessera::Error);
+  }
+}
+
 TEST_CASE("Concat reference: any axis, 1-4 inputs vs naive; tiling") {
   for (int trial = 0; trial < 120; ++trial) {
     const uint64_t seed = base_seed() + 8000 + trial;

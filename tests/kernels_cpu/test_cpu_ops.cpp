@@ -933,6 +933,69 @@ TEST_CASE("cpu.matmul_batched matches the reference matmul (activation B, batch 
   }
 }
 
+// A fused residual (graph/fuse_residual.hpp): input 3, the output's shape,
+// an activation, added after the bias or C and before the activation.
+OpCase with_residual(OpCase c) {
+  c.label += "_residual";
+  c.op.attrs.fused_residual = true;
+  c.inputs.push_back(c.output);
+  c.constant.push_back(false);
+  return c;
+}
+
+TEST_CASE("cpu.matmul, cpu.matmul_batched and cpu.gemm add a fused residual like the reference") {
+  uint64_t seed = base_seed() * 7919u + 5000;
+  std::mt19937_64 rng(base_seed() + 29);
+  for (int i = 0; i < 30; ++i) {
+    Shape batch;
+    for (int d = 0; d < i % 3; ++d) batch.push_back(pick<int64_t>(rng, {1, 2, 3}));
+    const int64_t m = pick<int64_t>(rng, {1, 2, 5, 13, 37});
+    const int64_t k = pick<int64_t>(rng, {1, 4, 19, 330});
+    const int64_t n = pick<int64_t>(rng, {1, 7, 16, 64, 71});
+    const Activation act =
+        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid,
+                   Activation::Gelu, Activation::GeluTanh, Activation::Silu});
+    check_case("cpu.matmul", with_residual(matmul_case(batch, m, k, n, act, /*bias=*/true)),
+               seed++);
+    // B an activation (2-D: the fused bias needs that).
+    OpCase batched = with_residual(matmul_case({}, m, k, n, act, /*bias=*/true));
+    batched.constant[1] = false;
+    check_case("cpu.matmul_batched", batched, seed++);
+    // Every C form but a full [M, N] one (it takes the residual's slot),
+    // constant or not (a run-time C with beta != 1 is added after the GEMM).
+    const CForm form = pick(rng, {CForm::kRank0, CForm::kOne, CForm::kOneByOne, CForm::kColumns,
+                                  CForm::kOneByColumns, CForm::kRowsByOne});
+    check_case("cpu.gemm",
+               with_residual(gemm_case(m, k, n, i & 1, i & 2, pick(rng, {1.0f, 0.5f, -1.25f}),
+                                       pick(rng, {1.0f, 0.75f, 0.0f}), form, i % 4 < 2, act)),
+               seed++);
+  }
+}
+
+TEST_CASE("applies(): a fused residual beside a full C, or of the wrong shape") {
+  const OpCase full_c = with_residual(
+      gemm_case(3, 4, 5, false, false, 1.0f, 1.0f, CForm::kFull, true, Activation::None));
+  const TileKernelVariant* v = kernels::find_tile_kernel_variant(OpType::Gemm, "cpu.gemm");
+  REQUIRE(v != nullptr);
+  static const float dummy[1] = {0.0f};
+  std::vector<ConstTensorView> views;
+  for (size_t i = 0; i < full_c.inputs.size(); ++i)
+    views.push_back({full_c.constant[i] ? dummy : nullptr, &full_c.inputs[i]});
+  const std::optional<std::string> why = v->applies(full_c.op, views);
+  REQUIRE(why.has_value());
+  CHECK(why->find("fused residual") != std::string::npos);
+  OpCase mm = with_residual(matmul_case({2}, 3, 4, 5, Activation::None, /*bias=*/true));
+  mm.inputs[3] = {3, 5};  // not the output's [2, 3, 5]
+  const TileKernelVariant* m = kernels::find_tile_kernel_variant(OpType::MatMul, "cpu.matmul");
+  REQUIRE(m != nullptr);
+  std::vector<ConstTensorView> mm_views;
+  for (size_t i = 0; i < mm.inputs.size(); ++i)
+    mm_views.push_back({mm.constant[i] ? dummy : nullptr, &mm.inputs[i]});
+  const std::optional<std::string> mm_why = m->applies(mm.op, mm_views);
+  REQUIRE(mm_why.has_value());
+  CHECK(mm_why->find("fused residual") != std::string::npos);
+}
+
 // applies() for a case, the constants as the case marks them.
 std::optional<std::string> applies(std::string_view variant_name, const OpCase& c) {
   const TileKernelVariant* v = kernels::find_tile_kernel_variant(c.op.type, variant_name);

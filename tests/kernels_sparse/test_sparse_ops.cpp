@@ -105,7 +105,7 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed) {
                   .output = {expected.data(), &c.output},
                   .region = &whole});
   const double tol = 8.0 * std::numeric_limits<float>::epsilon() *
-                     (1.25 * static_cast<double>(c.depth) + 1.25 + 1.0);
+                     (1.25 * static_cast<double>(c.depth) + 1.25 + 1.0 + 1.0);  // + residual
   IsaGuard guard;
   for (cpu::GemmIsa isa : {cpu::GemmIsa::kPortable, cpu::GemmIsa::kAvx2, cpu::GemmIsa::kAvx512}) {
     if (!cpu::gemm_isa_supported(isa)) continue;
@@ -215,6 +215,37 @@ TEST_CASE("cpu.matmul_sparse matches the reference matmul, A of rank 2 to 4") {
                matmul_case(batch, m, k, n, pick(rng, {0.0, 0.01, 0.1, 0.2}), random_activation(rng),
                            /*bias=*/i % 2 == 0),
                seed++);
+  }
+}
+
+// A fused residual (graph/fuse_residual.hpp): input 3, the output's shape,
+// an activation (not constant), after the bias or C and before the activation.
+void add_residual(OpCase& c) {
+  c.op.attrs.fused_residual = true;
+  c.inputs.push_back(c.output);
+  c.constant.push_back(false);
+  c.density.push_back(1.0);
+}
+
+TEST_CASE("cpu.matmul_sparse and cpu.gemm_sparse add a fused residual like the reference") {
+  std::mt19937_64 rng(base_seed() + 5);
+  uint64_t seed = base_seed() * 31u + 5000;
+  for (int i = 0; i < 16; ++i) {
+    Shape batch;
+    for (int d = 0; d < i % 3; ++d) batch.push_back(pick<int64_t>(rng, {1, 2, 3}));
+    const int64_t m = pick<int64_t>(rng, {1, 2, 5, 13, 37});
+    const int64_t k = pick<int64_t>(rng, {1, 4, 19, 67, 200});
+    const int64_t n = pick<int64_t>(rng, {1, 7, 64, 71});
+    OpCase mm = matmul_case(batch, m, k, n, pick(rng, {0.0, 0.01, 0.1}), random_activation(rng),
+                            /*bias=*/true);
+    add_residual(mm);
+    check_case("cpu.matmul_sparse", mm, seed++);
+    // C forms without a full [M, N] C (that takes the epilogue's residual slot).
+    OpCase g = gemm_case(m, k, n, i % 2 == 1, pick(rng, {1, 2, 3, 4}),
+                         pick(rng, {1.0f, 0.5f, -1.25f}), pick(rng, {1.0f, 0.75f, 0.0f}),
+                         pick(rng, {0.0, 0.02, 0.1}), random_activation(rng));
+    add_residual(g);
+    check_case("cpu.gemm_sparse", g, seed++);
   }
 }
 

@@ -243,7 +243,8 @@ void gemm(const TileArgs& args) {
     for (int64_t i = i0; i < i1; ++i) {
       float* row = y + i * n;
       for (int64_t j = j0; j < j1; ++j) row[j] += beta * c_in[i * c_row + j * c_col];
-      apply_activation(attrs, row + j0, j1 - j0);
+      apply_activation_span(gemm_activation(attrs.activation), attrs.clip_min, attrs.clip_max,
+                            row + j0, j1 - j0);
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "graph/fuse_layer_norm.hpp"
 #include "graph/fuse_matmul_bias.hpp"
 #include "graph/fuse_residual.hpp"
+#include "graph/fuse_silu.hpp"
 #include "graph/memory_plan.hpp"
 #include "graph/op_shape.hpp"
 #include "graph/tiler.hpp"
@@ -159,6 +160,11 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
   // Residual Adds first: a Relu after the Add then fuses into the same Conv.
   std::vector<FusedResidual> residuals;
   if (options.fuse_residual) residuals = fuse_residual_adds(graph);
+  // After the residuals: a SiLU after a residual Add then fuses into the same
+  // Conv, which adds the residual before its activation.
+  std::vector<RewrittenPattern> silus;
+  std::vector<UnfusedSilu> unfused_silus;
+  if (options.fuse_patterns) silus = fuse_silu(graph, &unfused_silus);
   std::vector<FusedActivation> fusions = fuse_activations(graph);
   graph = remove_dead(std::move(graph));
   // After fusion, so the rules see the epilogues the kernels will run.
@@ -204,7 +210,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       OpReport r{op.name, op.type, op.kernel, tiles[i], ""};
       for (const FoldedBatchNorm& f : folds)
         if (f.conv == op.name) r.note = "BatchNormalization '" + f.batch_norm + "' folded in";
-      for (const std::vector<RewrittenPattern>* passes : {&biases, &gelus, &layer_norms})
+      for (const std::vector<RewrittenPattern>* passes : {&biases, &gelus, &layer_norms, &silus})
         for (const RewrittenPattern& f : *passes)
           if (f.op == op.name) r.note += (r.note.empty() ? "" : "; ") + f.removed + " fused in";
       for (const FusedResidual& f : residuals)
@@ -238,6 +244,9 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     summarize(biases, "bias Add(s) fused into MatMul epilogues");
     summarize(gelus, "GELU chain(s) replaced by Gelu");
     summarize(layer_norms, "decomposed LayerNorm(s) replaced by LayerNormalization");
+    summarize(silus, "SiLU(s) Mul(x, Sigmoid(x)) fused into epilogues");
+    for (const UnfusedSilu& u : unfused_silus)
+      report->notes.push_back("SiLU '" + u.mul + "' not fused: " + u.reason);
     for (const FusedResidual& f : residuals)
       report->notes.push_back("'" + f.add + "' fused into '" + f.conv + "' as a residual epilogue");
     for (const FusedActivation& f : fusions)

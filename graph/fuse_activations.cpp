@@ -48,7 +48,8 @@ std::vector<FusedActivation> fuse_activations(Graph& graph) {
     Operator& prod = graph.ops[static_cast<size_t>(p)];
     if (!has_epilogue(prod.type) || prod.attrs.activation != Activation::None) continue;
     // The Conv kernels have no GELU epilogue (graph/op_shape.cpp).
-    if (prod.type == OpType::Conv && kind > Activation::Sigmoid) continue;
+    if (prod.type == OpType::Conv && (kind == Activation::Gelu || kind == Activation::GeluTanh))
+      continue;
     prod.attrs.activation = kind;
     if (kind == Activation::Clip) {
       prod.attrs.clip_min = act.attrs.clip_min;

@@ -477,9 +477,10 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
   if (op.attrs.activation != Activation::None && op.type != OpType::Conv &&
       op.type != OpType::Gemm && op.type != OpType::MatMul)
     fail(op, "has a fused activation, which only Conv, Gemm and MatMul support");
-  // The Conv kernels apply only the activations they had before GELU/SiLU.
-  if (op.type == OpType::Conv && op.attrs.activation > Activation::Sigmoid)
-    fail(op, "has a fused GELU or SiLU activation, which only Gemm and MatMul support");
+  // The Conv kernels apply SiLU (EfficientNet) but not GELU (no CNN needs it).
+  if (op.type == OpType::Conv &&
+      (op.attrs.activation == Activation::Gelu || op.attrs.activation == Activation::GeluTanh))
+    fail(op, "has a fused GELU activation, which only Gemm and MatMul support");
   switch (op.type) {
     case OpType::Conv:
       return conv_shape(op, in);

@@ -60,7 +60,8 @@ inline void store_activated(const float* __restrict acc, float* __restrict out, 
     case graph::Activation::GeluTanh:
     case graph::Activation::Silu:
       std::copy(acc, acc + count, out);
-      apply_activation(attrs, out, count);
+      apply_activation_span(gemm_activation(attrs.activation), attrs.clip_min, attrs.clip_max, out,
+                            count);
       return;
   }
 }

@@ -22,6 +22,7 @@
 
 #include "kernels/activation.hpp"
 #include "kernels/cpu/conv_depthwise_nhwc.hpp"
+#include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/simd_fma.hpp"
 
 namespace tessera::kernels::cpu {
@@ -58,35 +59,45 @@ inline float scalar_madd(float w, float x, float acc) {
     return w * x + acc;  // the baseline ISA has no FMA: two roundings, like xsimd's
 }
 
+// The fused activation with the GEMM epilogue's arithmetic
+// (kernels/cpu/gemm_activation.hpp): the same bits as conv_gemm and cpu.unary.
 template <class Batch>
 inline Batch activate_vector(Batch x, const DepthwiseContext& k) {
   switch (k.activation) {
+    case graph::Activation::None:
+      return x;
     case graph::Activation::Relu:
       return xsimd::max(x, Batch(0.0f));
     case graph::Activation::Clip:
       return xsimd::min(xsimd::max(x, Batch(k.clip_min)), Batch(k.clip_max));
-    case graph::Activation::None:
-    case graph::Activation::Sigmoid:  // applied per pixel afterwards (scalar exp)
-    case graph::Activation::Gelu:     // never on a Conv (graph/op_shape.cpp)
+    case graph::Activation::Sigmoid:
+      return sigmoid_approx(x);
+    case graph::Activation::Gelu:
+      return gelu_erf_approx(x);
     case graph::Activation::GeluTanh:
+      return gelu_tanh_approx(x);
     case graph::Activation::Silu:
-      return x;
+      return silu_approx(x);
   }
   return x;
 }
 
 inline float activate_scalar(float x, const DepthwiseContext& k) {
   switch (k.activation) {
+    case graph::Activation::None:
+      return x;
     case graph::Activation::Relu:
       return std::max(x, 0.0f);
     case graph::Activation::Clip:
       return std::min(std::max(x, k.clip_min), k.clip_max);
-    case graph::Activation::None:
     case graph::Activation::Sigmoid:
+      return activation_lane(GemmActivation::kSigmoid, x, 0.0f, 0.0f);
     case graph::Activation::Gelu:
+      return activation_lane(GemmActivation::kGelu, x, 0.0f, 0.0f);
     case graph::Activation::GeluTanh:
+      return activation_lane(GemmActivation::kGeluTanh, x, 0.0f, 0.0f);
     case graph::Activation::Silu:
-      return x;
+      return activation_lane(GemmActivation::kSilu, x, 0.0f, 0.0f);
   }
   return x;
 }
@@ -261,9 +272,6 @@ void depthwise_nhwc_tile_impl(const DepthwiseNhwcTile& t) {
         interior_run<Arch, kFma, P, CV, 0, 0>(k, in, kh_lo, kh_hi, hi - lo, out, res);
     }
     for (int64_t ow = hi; ow < t.ow1; ++ow) border_pixel(ow);
-    if (k.activation == graph::Activation::Sigmoid)
-      for (int64_t ow = t.ow0; ow < t.ow1; ++ow)
-        apply_activation(*t.attrs, out_row + ow * channels, k.width);
   }
 }
 

@@ -353,15 +353,11 @@ TESSERA_SIMPLE_CLONES void clip_span(const float* x, float* y, int64_t n, float 
   for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], lo), hi);
 }
 
-// kernels/activation.hpp's expression; std::exp keeps it scalar (a vector
-// exp would round differently from the reference and the fused epilogue).
-void sigmoid_span(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
-}
-
 // The vector op (vector_ops.hpp) of a unary type, if it has one.
 std::optional<UnaryMath> unary_math_of(const graph::Operator& op) {
   switch (op.type) {
+    case graph::OpType::Sigmoid:
+      return UnaryMath::kSigmoid;
     case graph::OpType::Exp:
       return UnaryMath::kExp;
     case graph::OpType::Erf:
@@ -432,10 +428,8 @@ void unary(const TileArgs& args) {
   for_each_span(region, out, 0, [&](const int64_t*, int64_t offset, int64_t length) {
     if (type == graph::OpType::Relu)
       relu_span(x + offset, y + offset, length);
-    else if (type == graph::OpType::Clip)
-      clip_span(x + offset, y + offset, length, lo, hi);
     else
-      sigmoid_span(x + offset, y + offset, length);
+      clip_span(x + offset, y + offset, length, lo, hi);
   });
 }
 

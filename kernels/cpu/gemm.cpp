@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
 
 namespace tessera::kernels::cpu {
@@ -355,6 +356,42 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
       }
     }
   }
+}
+
+float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n) {
+  if (ep.bias_kind == GemmBias::kPerColumn) x += ep.bias[n];
+  if (ep.bias_kind == GemmBias::kPerRow) x += ep.bias[m];
+  const bool residual_before = ep.residual_position == GemmResidual::kBeforeActivation;
+  if (ep.residual && residual_before) x += ep.residual[m * ep.ld_residual + n];
+  switch (ep.activation) {
+    case GemmActivation::kNone:
+      break;
+    case GemmActivation::kRelu:
+      x = std::max(x, 0.0f);
+      break;
+    case GemmActivation::kClip:
+      x = std::min(std::max(x, ep.clip_min), ep.clip_max);
+      break;
+    case GemmActivation::kSigmoid:
+    case GemmActivation::kGelu:
+    case GemmActivation::kGeluTanh:
+    case GemmActivation::kSilu:
+      x = activation_lane(ep.activation, x, ep.clip_min, ep.clip_max);
+      break;
+  }
+  if (ep.residual && !residual_before) x += ep.residual[m * ep.ld_residual + n];
+  return x;
+}
+
+void apply_activation_span(GemmActivation activation, float clip_min, float clip_max, float* values,
+                           int64_t n) {
+  if (activation == GemmActivation::kNone) return;
+  using Lane4 = xsimd::batch<float, xsimd::sse2>;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    activation_approx(activation, Lane4::load_unaligned(values + i), clip_min, clip_max)
+        .store_unaligned(values + i);
+  for (; i < n; ++i) values[i] = activation_lane(activation, values[i], clip_min, clip_max);
 }
 
 }  // namespace tessera::kernels::cpu

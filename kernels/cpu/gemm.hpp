@@ -158,37 +158,18 @@ struct GemmEpilogue {
 };
 
 // The epilogue on one element of row m, column n (the scalar form of what the
-// microkernels do in registers; also used by the sparse kernels).
-inline float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n) {
-  if (ep.bias_kind == GemmBias::kPerColumn) x += ep.bias[n];
-  if (ep.bias_kind == GemmBias::kPerRow) x += ep.bias[m];
-  const bool residual_before = ep.residual_position == GemmResidual::kBeforeActivation;
-  if (ep.residual && residual_before) x += ep.residual[m * ep.ld_residual + n];
-  switch (ep.activation) {
-    case GemmActivation::kNone:
-      break;
-    case GemmActivation::kRelu:
-      x = std::max(x, 0.0f);
-      break;
-    case GemmActivation::kClip:
-      x = std::min(std::max(x, ep.clip_min), ep.clip_max);
-      break;
-    case GemmActivation::kSigmoid:
-      x = 1.0f / (1.0f + std::exp(-x));
-      break;
-    case GemmActivation::kGelu:
-      x = gelu_erf(x);
-      break;
-    case GemmActivation::kGeluTanh:
-      x = gelu_tanh(x);
-      break;
-    case GemmActivation::kSilu:
-      x = x * (1.0f / (1.0f + std::exp(-x)));
-      break;
-  }
-  if (ep.residual && !residual_before) x += ep.residual[m * ep.ld_residual + n];
-  return x;
-}
+// microkernels do in registers; also used by the sparse kernels). Sigmoid,
+// SiLU and GELU run gemm_activation.hpp's vector arithmetic on one lane, so
+// the bits equal the microkernels'. Defined in gemm.cpp (a baseline
+// translation unit): an inline one compiled into an AVX-512 unit could be
+// the copy the linker keeps.
+float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n);
+
+// values[i] = activation(values[i]) for i < n, with the epilogue's
+// arithmetic (the same bits as the microkernels): for kernels that apply a
+// fused activation after their own loops (depthwise NCHW, Gemm with C).
+void apply_activation_span(GemmActivation activation, float clip_min, float clip_max, float* values,
+                           int64_t n);
 
 struct GemmTile {
   int64_t m0 = 0, m1 = 0;  // rows of C (and A)

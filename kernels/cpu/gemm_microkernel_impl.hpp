@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
 #include "kernels/cpu/simd_fma.hpp"
 
@@ -28,33 +29,7 @@ inline Batch apply_microtile_epilogue(Batch x, const GemmMicrotileEpilogue& ep, 
   const bool residual_before = ep.residual_position == GemmResidual::kBeforeActivation;
   if (ep.residual && residual_before)
     x += Batch::load_unaligned(ep.residual + i * ep.ld_residual + j);
-  switch (ep.activation) {
-    case GemmActivation::kNone:
-      break;
-    case GemmActivation::kRelu:
-      x = xsimd::max(x, Batch(0.0f));
-      break;
-    case GemmActivation::kClip:
-      x = xsimd::min(xsimd::max(x, Batch(ep.clip_min)), Batch(ep.clip_max));
-      break;
-    case GemmActivation::kSigmoid:
-      x = Batch(1.0f) / (Batch(1.0f) + xsimd::exp(-x));
-      break;
-    // xsimd's erf and tanh (Boost.SIMD's rational approximations) stay
-    // within a few ulp of std::erf/std::tanh, so the fused GELU matches the
-    // scalar reference (kernels/activation.hpp) to float rounding.
-    case GemmActivation::kGelu:
-      x = Batch(0.5f) * x * (Batch(1.0f) + xsimd::erf(x * Batch(0.7071067811865476f)));
-      break;
-    case GemmActivation::kGeluTanh: {
-      const Batch inner = Batch(0.7978845608028654f) * (x + Batch(0.044715f) * x * x * x);
-      x = Batch(0.5f) * x * (Batch(1.0f) + xsimd::tanh(inner));
-      break;
-    }
-    case GemmActivation::kSilu:
-      x = x * (Batch(1.0f) / (Batch(1.0f) + xsimd::exp(-x)));
-      break;
-  }
+  x = activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
   if (ep.residual && !residual_before)
     x += Batch::load_unaligned(ep.residual + i * ep.ld_residual + j);
   return x;

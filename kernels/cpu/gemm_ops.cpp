@@ -280,7 +280,8 @@ void gemm(const TileArgs& args) {
       for (int64_t j = j0; j < j1; ++j) row[j] += beta * c_in[i * c_row + j * c_col];
       if (residual)
         for (int64_t j = j0; j < j1; ++j) row[j] += residual[i * n + j];
-      apply_activation(attrs, row + j0, j1 - j0);
+      apply_activation_span(gemm_activation(attrs.activation), attrs.clip_min, attrs.clip_max,
+                            row + j0, j1 - j0);
     }
   }
 }

@@ -15,6 +15,9 @@
 //    denormal results included; +-inf, NaN and overflow as std::exp.
 //  - erf: relative error <= 2^-21; +-inf -> +-1, NaN -> NaN.
 //  - tanh: relative error <= 2^-21; +-inf -> +-1, NaN -> NaN.
+//  - sigmoid (1 / (1 + exp(-x))) and silu (x sigmoid(x)): relative error
+//    <= 2^-20 (exp's error plus the divide's rounding); 0 below -104 and 1
+//    past 89, like the C library's; NaN -> NaN.
 #include <xsimd/xsimd.hpp>
 
 #include <cstdint>
@@ -103,6 +106,23 @@ inline B tanh_approx(B x) {
   B big = B(1.0f) - B(2.0f) / (e + B(1.0f));
   big = xsimd::copysign(big, x);
   return xsimd::select(a < B(0.625f), small, big);
+}
+
+// The logistic sigmoid with the reference's expression (kernels/activation.hpp)
+// over exp_approx: the one sigmoid of the CPU kernels (cpu.unary, every
+// fused epilogue), so a fused and an unfused Sigmoid give the same bits.
+template <class B>
+inline B sigmoid_approx(B x) {
+  const B y = B(1.0f) / (B(1.0f) + exp_approx(-x));
+  // A NaN input comes back as itself: the NaN the divide would return has
+  // a sign that depends on the ISA's negation (AVX-512F's is 0 - x).
+  return xsimd::select(xsimd::isnan(x), x, y);
+}
+
+// SiLU as Mul(x, Sigmoid(x)) rounds.
+template <class B>
+inline B silu_approx(B x) {
+  return x * sigmoid_approx(x);
 }
 
 // GELU, the reference's expressions (kernels/reference/elementwise.cpp) with

@@ -30,6 +30,7 @@ enum class UnaryMath : uint8_t {
   kLeakyRelu,
   kHardSigmoid,
   kHardSwish,
+  kSigmoid,  // vector_math.hpp's sigmoid_approx, the fused epilogues' too
 };
 
 struct UnaryMathParams {

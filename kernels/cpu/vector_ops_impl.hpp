@@ -34,6 +34,8 @@ inline B unary_math(UnaryMath op, B x, UnaryMathParams p) {
       return gelu_erf_approx(x);
     case UnaryMath::kGeluTanh:
       return gelu_tanh_approx(x);
+    case UnaryMath::kSigmoid:
+      return sigmoid_approx(x);
     case UnaryMath::kSqrt:
       return xsimd::sqrt(x);
     case UnaryMath::kNeg:
@@ -98,6 +100,7 @@ void unary_span(UnaryMath op, const float* x, float* y, int64_t n, UnaryMathPara
     TESSERA_UNARY_CASE(kAbs)
     TESSERA_UNARY_CASE(kReciprocal)
     TESSERA_UNARY_CASE(kLeakyRelu)
+    TESSERA_UNARY_CASE(kSigmoid)
     TESSERA_UNARY_CASE(kHardSigmoid)
     TESSERA_UNARY_CASE(kHardSwish)
 #undef TESSERA_UNARY_CASE

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/dense_ops.hpp"
+#include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/simd_fma.hpp"
 #include "kernels/sparse/sparse_gemm_kernels.hpp"
 
@@ -39,30 +40,7 @@ inline void finish_row(const float* src, float* dst, int64_t count, int64_t m, i
     if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_unaligned(ep.bias + n + j);
     if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
     if (residual && before) x += Batch::load_unaligned(residual + j);
-    switch (ep.activation) {
-      case GemmActivation::kNone:
-        break;
-      case GemmActivation::kRelu:
-        x = xsimd::max(x, Batch(0.0f));
-        break;
-      case GemmActivation::kClip:
-        x = xsimd::min(xsimd::max(x, Batch(ep.clip_min)), Batch(ep.clip_max));
-        break;
-      case GemmActivation::kSigmoid:
-        x = Batch(1.0f) / (Batch(1.0f) + xsimd::exp(-x));
-        break;
-      case GemmActivation::kGelu:
-        x = Batch(0.5f) * x * (Batch(1.0f) + xsimd::erf(x * Batch(0.7071067811865476f)));
-        break;
-      case GemmActivation::kGeluTanh: {
-        const Batch inner = Batch(0.7978845608028654f) * (x + Batch(0.044715f) * x * x * x);
-        x = Batch(0.5f) * x * (Batch(1.0f) + xsimd::tanh(inner));
-        break;
-      }
-      case GemmActivation::kSilu:
-        x = x * (Batch(1.0f) / (Batch(1.0f) + xsimd::exp(-x)));
-        break;
-    }
+    x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
     if (residual && !before) x += Batch::load_unaligned(residual + j);
     x.store_unaligned(dst + j);
   }

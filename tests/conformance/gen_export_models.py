@@ -5,6 +5,10 @@
   GlobalAveragePool; the keepdims=0 form and other axes stay ReduceMean (negative cases).
 - Masks combined at export time (GPT-2's causal mask And a padding mask): And/Or/Xor/Not of
   bool constants fold at import; Where then selects with the folded condition.
+- EfficientNet's MBConv block: Conv+BN -> SiLU (Mul(x, Sigmoid(x)), either operand order) ->
+  depthwise Conv+BN -> SiLU -> squeeze-excitation (ReduceMean(2, 3), 1x1 convs, SiLU, Sigmoid
+  gate) -> 1x1 Conv+BN + residual; SiLU fuses into each Conv's epilogue (graph/fuse_silu.hpp).
+  Also a SiLU whose x has no epilogue producer (after an Add: left unfused) and a Gemm + SiLU.
 - GPT-2's `input_ids.view(-1, seq)`: an int64 model input reshaped to its own shape before the
   embedding Gather is the same tensor.
 gen_models.build_cases() appends these cases.
@@ -67,6 +71,47 @@ def combined_mask(rng, op, seq=6) -> gm.Case:
                  b.input_values)
 
 
+def silu(b: gm.GraphBuilder, x, commuted=False):
+  s = b.node("Sigmoid", [x])
+  return b.node("Mul", [s, x] if commuted else [x, s])
+
+
+def mbconv(rng, opset, batch=1, expand=4, stride=1, k=3, layout_size=(7, 9)) -> gm.Case:
+  b = gm.GraphBuilder(rng)
+  c = int(rng.integers(3, 13))
+  h, w = layout_size
+  x = b.input([batch, c, h, w], "x")
+  e = c * expand
+  y = silu(b, gm.conv_bn(b, x, c, e, 1))
+  y = silu(b, gm.conv_bn(b, y, e, e, k, stride=stride, group=e), commuted=True)
+  if opset >= 18:
+    pooled = b.node("ReduceMean", [y, tm.i64(b, [2, 3])], keepdims=1)
+  else:
+    pooled = b.node("ReduceMean", [y], axes=[2, 3], keepdims=1)
+  squeezed = max(1, c // 4)
+  s = b.node("Conv", [pooled, b.weight([squeezed, e, 1, 1]), b.weight([squeezed], fan_in=1)],
+             kernel_shape=[1, 1])
+  s = silu(b, s)
+  s = b.node("Conv", [s, b.weight([e, squeezed, 1, 1]), b.weight([e], fan_in=1)],
+             kernel_shape=[1, 1])
+  y = b.node("Mul", [y, b.node("Sigmoid", [s])])
+  y = gm.conv_bn(b, y, e, c, 1)
+  if stride == 1:
+    y = b.node("Add", [y, x])
+  tag = f"e{expand}_s{stride}_k{k}"
+  return gm.Case(f"export_mbconv_{tag}_op{opset}_n{batch}", b.model([y], opset, "mbconv"),
+                 b.input_values)
+
+
+def silu_unfused_and_gemm(rng) -> gm.Case:
+  b = gm.GraphBuilder(rng)
+  x = b.input([3, 10], "x")
+  y = b.node("Gemm", [x, b.weight([10, 13]), b.weight([13], fan_in=1)])
+  y = silu(b, y, commuted=True)
+  y = silu(b, b.node("Add", [y, y]))  # no epilogue producer: stays Sigmoid + Mul
+  return gm.Case("export_silu_gemm_and_unfused", b.model([y], 17, "silu"), b.input_values)
+
+
 def build_cases(rng) -> list:
   seeds = iter(rng.integers(0, 2**32, size=100))
   cases = []
@@ -80,4 +125,8 @@ def build_cases(rng) -> list:
     cases.append(combined_mask(np.random.default_rng(int(next(seeds))), op))
   for batch in (1, 2):
     cases.append(reshaped_ids(np.random.default_rng(int(next(seeds))), 17, batch))
+  # Appended last: the seeds of the cases above stay what they were.
+  for opset, batch, expand, stride, k in ((13, 1, 4, 1, 3), (18, 2, 6, 2, 5), (17, 1, 1, 1, 3)):
+    cases.append(mbconv(np.random.default_rng(int(next(seeds))), opset, batch, expand, stride, k))
+  cases.append(silu_unfused_and_gemm(np.random.default_rng(int(next(seeds)))))
   return cases

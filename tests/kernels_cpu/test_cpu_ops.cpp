@@ -317,8 +317,8 @@ ConvSpec random_conv_spec(std::mt19937_64& rng, bool depthwise) {
   s.in_h = s.one_d ? 1 : 1 + static_cast<int64_t>(rng() % 17);
   s.in_w = 1 + static_cast<int64_t>(rng() % (s.one_d ? 60 : 19));
   s.bias = rng() % 3 != 0;
-  s.activation =
-      pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
+  s.activation = pick(rng, {Activation::None, Activation::Relu, Activation::Clip,
+                            Activation::Sigmoid, Activation::Silu});
   s.residual = rng() % 3 == 0;
   return s;
 }
@@ -610,8 +610,8 @@ ConvSpec random_nhwc_depthwise_spec(std::mt19937_64& rng) {
   s.in_h = pick<int64_t>(rng, {1, 2, 3, 5, 6, 11});
   s.in_w = pick<int64_t>(rng, {1, 2, 4, 5, 7, 9, 13, 23, 30});
   s.bias = rng() % 4 != 0;
-  s.activation =
-      pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
+  s.activation = pick(rng, {Activation::None, Activation::Relu, Activation::Clip,
+                            Activation::Sigmoid, Activation::Silu});
   s.residual = rng() % 3 == 0;
   return s;
 }
@@ -849,8 +849,8 @@ TEST_CASE("cpu.gemm matches the reference gemm: every C form, transposes, alpha,
         const int64_t n = pick<int64_t>(rng, {1, 5, 16, 67, 130});
         const float alpha = pick(rng, {1.0f, 0.5f, -1.25f});
         const float beta = pick(rng, {1.0f, 0.75f, 0.0f});
-        const Activation act =
-            pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
+        const Activation act = pick(rng, {Activation::None, Activation::Relu, Activation::Clip,
+                                          Activation::Sigmoid, Activation::Silu});
         check_case("cpu.gemm", gemm_case(m, k, n, t & 1, t & 2, alpha, beta, form, c_constant, act),
                    seed++);
       }
@@ -1141,8 +1141,8 @@ ConvSpec random_winograd_spec(std::mt19937_64& rng) {
   s.pad_bottom = static_cast<int64_t>(rng() % 3);
   s.pad_right = static_cast<int64_t>(rng() % 3);
   s.bias = rng() % 3 != 0;
-  s.activation =
-      pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid});
+  s.activation = pick(rng, {Activation::None, Activation::Relu, Activation::Clip,
+                            Activation::Sigmoid, Activation::Silu});
   s.residual = rng() % 3 == 0;
   return s;
 }

@@ -276,6 +276,8 @@ double ref_math(cpu::UnaryMath op, float x) {
       return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
     case cpu::UnaryMath::kGeluTanh:
       return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case cpu::UnaryMath::kSigmoid:
+      return 1.0f / (1.0f + std::exp(-x));  // the reference kernel's float expression
     default:
       return 0.0;
   }
@@ -286,10 +288,13 @@ double ref_math(cpu::UnaryMath op, float x) {
 TEST_CASE("vector exp/erf/tanh/gelu: within the stated bound of the C library, same bits per ISA") {
   const std::vector<float> x = sweep_inputs();
   IsaGuard guard;
-  for (cpu::UnaryMath op : {cpu::UnaryMath::kExp, cpu::UnaryMath::kErf, cpu::UnaryMath::kTanh,
-                            cpu::UnaryMath::kGeluErf, cpu::UnaryMath::kGeluTanh}) {
+  for (cpu::UnaryMath op :
+       {cpu::UnaryMath::kExp, cpu::UnaryMath::kErf, cpu::UnaryMath::kTanh, cpu::UnaryMath::kGeluErf,
+        cpu::UnaryMath::kGeluTanh, cpu::UnaryMath::kSigmoid}) {
     INFO("op ", static_cast<int>(op));
     const bool gelu = op == cpu::UnaryMath::kGeluErf || op == cpu::UnaryMath::kGeluTanh;
+    // Sigmoid: exp's 2^-21 plus the add's and the divide's roundings, 2^-20.
+    const int rel_bits = op == cpu::UnaryMath::kSigmoid ? -20 : -21;
     std::optional<std::vector<float>> first;
     for (cpu::GemmIsa isa : supported_isas()) {
       INFO("ISA ", cpu::gemm_isa_name(isa));
@@ -312,8 +317,9 @@ TEST_CASE("vector exp/erf/tanh/gelu: within the stated bound of the C library, s
         // range). GELU: the erf/tanh bound times 0.5|x| plus the final
         // roundings, 2^-21 |x| + 2^-21 |y|.
         const double err = std::fabs(static_cast<double>(y[i]) - ref);
-        const double tol = gelu ? std::ldexp(std::fabs(x[i]) + std::fabs(ref), -21)
-                                : std::max(std::ldexp(std::fabs(ref), -21), std::ldexp(1.0, -148));
+        const double tol =
+            gelu ? std::ldexp(std::fabs(x[i]) + std::fabs(ref), -21)
+                 : std::max(std::ldexp(std::fabs(ref), rel_bits), std::ldexp(1.0, -148));
         if (!gelu) worst = std::max(worst, err / std::max(std::fabs(ref), 1e-30));
         if (!(err <= tol) && bad++ < 5)
           FAIL_CHECK("f(", x[i], ") = ", y[i], ", C library ", ref, " (tolerance ", tol, ")");
@@ -341,7 +347,7 @@ TEST_CASE("cpu.unary vector ops vs the reference: algebraic ones bitwise, others
     c.op.name = "unary";
     c.op.type = pick(rng, {OpType::Exp, OpType::Erf, OpType::Tanh, OpType::Gelu, OpType::Sqrt,
                            OpType::Neg, OpType::Abs, OpType::Reciprocal, OpType::LeakyRelu,
-                           OpType::HardSigmoid, OpType::HardSwish});
+                           OpType::HardSigmoid, OpType::HardSwish, OpType::Sigmoid});
     c.op.attrs.gelu_tanh = rng() % 2;
     c.op.attrs.alpha = pick(rng, {0.01f, 0.2f, 1.5f});
     c.op.attrs.beta = pick(rng, {0.5f, 0.0f, -0.25f});
@@ -350,14 +356,67 @@ TEST_CASE("cpu.unary vector ops vs the reference: algebraic ones bitwise, others
     c.shapes = {c.output};
     c.data = {random_values(c.output, rng, true, pick(rng, {4.0f, 20.0f}))};
     const bool polynomial = c.op.type == OpType::Exp || c.op.type == OpType::Erf ||
-                            c.op.type == OpType::Tanh || c.op.type == OpType::Gelu;
+                            c.op.type == OpType::Tanh || c.op.type == OpType::Gelu ||
+                            c.op.type == OpType::Sigmoid;
     const std::vector<float>& x = c.data[0];
     check_case("cpu.unary", c, seed, [&](size_t i, float ref) {
       if (!polynomial) return -1.0;
       const double r = std::fabs(ref);
-      return c.op.type == OpType::Gelu ? std::ldexp(std::fabs(x[i]) + r, -21)
-                                       : std::max(std::ldexp(r, -21), std::ldexp(1.0, -148));
+      if (c.op.type == OpType::Gelu) return std::ldexp(std::fabs(x[i]) + r, -21);
+      return std::max(std::ldexp(r, c.op.type == OpType::Sigmoid ? -20 : -21),
+                      std::ldexp(1.0, -148));
     });
+  }
+}
+
+// One sigmoid, SiLU and GELU in the codebase: the GEMM epilogue (vector
+// lanes in the microkernel, the scalar form on the edge columns), the
+// span form (depthwise NCHW, Gemm with C) and cpu.unary give the same bits
+// for the same pre-activation values, on every ISA. B is the sweep as one
+// row and A a single 1, so the tile's pre-activation values are the sweep
+// (up to the sign of zero: `pre` is what the microkernel computed).
+TEST_CASE("fused Sigmoid/SiLU/GELU epilogues give cpu.unary's bits on every ISA") {
+  const std::vector<float> x = sweep_inputs();
+  const int64_t n = static_cast<int64_t>(x.size());
+  const float one = 1.0f;
+  IsaGuard guard;
+  for (cpu::GemmIsa isa : supported_isas()) {
+    INFO("ISA ", cpu::gemm_isa_name(isa));
+    cpu::set_gemm_isa(isa);
+    const cpu::PackedMatrix b = cpu::pack_b(x.data(), 1, n, n, false);
+    const cpu::GemmTile tile{.m0 = 0, .m1 = 1, .n0 = 0, .n1 = n};
+    std::vector<float> pre(x.size());
+    cpu::gemm_tile(&one, 1, b, pre.data(), n, tile);
+    std::vector<float> sigmoid(x.size());
+    cpu::vector_ops().unary(cpu::UnaryMath::kSigmoid, pre.data(), sigmoid.data(), n, {});
+    for (cpu::GemmActivation act : {cpu::GemmActivation::kSigmoid, cpu::GemmActivation::kSilu,
+                                    cpu::GemmActivation::kGelu, cpu::GemmActivation::kGeluTanh}) {
+      INFO("activation ", static_cast<int>(act));
+      std::vector<float> want(x.size());
+      if (act == cpu::GemmActivation::kSigmoid) want = sigmoid;
+      if (act == cpu::GemmActivation::kSilu)
+        for (size_t i = 0; i < x.size(); ++i) want[i] = pre[i] * sigmoid[i];  // Mul(x, Sigmoid(x))
+      if (act == cpu::GemmActivation::kGelu)
+        cpu::vector_ops().unary(cpu::UnaryMath::kGeluErf, pre.data(), want.data(), n, {});
+      if (act == cpu::GemmActivation::kGeluTanh)
+        cpu::vector_ops().unary(cpu::UnaryMath::kGeluTanh, pre.data(), want.data(), n, {});
+      const cpu::GemmEpilogue ep{.activation = act};
+      std::vector<float> fused(x.size());
+      cpu::gemm_tile(&one, 1, b, fused.data(), n, tile, ep);
+      std::vector<float> span = pre;
+      cpu::apply_activation_span(act, 0.0f, 0.0f, span.data(), n);
+      int64_t fused_differ = 0, scalar_differ = 0, span_differ = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const uint32_t w = bits(want[i]);
+        fused_differ += bits(fused[i]) != w;
+        span_differ += bits(span[i]) != w;
+        scalar_differ +=
+            bits(cpu::apply_epilogue_scalar(pre[i], ep, 0, static_cast<int64_t>(i))) != w;
+      }
+      CHECK(fused_differ == 0);
+      CHECK(span_differ == 0);
+      CHECK(scalar_differ == 0);
+    }
   }
 }
 

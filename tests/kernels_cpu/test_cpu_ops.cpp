@@ -30,6 +30,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/tile_kernel.hpp"
 #include "layouts.hpp"
+#include "test_random.hpp"
 #include "tile_grid.hpp"
 
 namespace {
@@ -43,13 +44,7 @@ using kernels::TileKernelVariant;
 namespace cpu = kernels::cpu;
 
 uint64_t base_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("TESSERA_TEST_SEED");
-    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-    std::printf("test_cpu_ops: TESSERA_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
+  return tessera::test::base_seed("test_cpu_ops");
 }
 
 // One op to test: its operator, input shapes (and which are constants, i.e.
@@ -233,10 +228,7 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed,
 }
 
 // Random pick from a list.
-template <class T>
-T pick(std::mt19937_64& rng, std::initializer_list<T> values) {
-  return values.begin()[rng() % values.size()];
-}
+using tessera::test::pick;
 
 struct ConvSpec {
   int64_t batch = 1, channels = 1, out_channels = 1, in_h = 1, in_w = 1;

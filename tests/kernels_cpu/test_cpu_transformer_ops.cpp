@@ -30,6 +30,7 @@
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "kernels/tile_kernel.hpp"
+#include "test_random.hpp"
 #include "tile_grid.hpp"
 
 namespace {
@@ -45,20 +46,10 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 uint64_t base_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("TESSERA_TEST_SEED");
-    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-    std::printf("test_cpu_transformer_ops: TESSERA_TEST_SEED=%llu\n",
-                static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
+  return tessera::test::base_seed("test_cpu_transformer_ops");
 }
 
-template <class T>
-T pick(std::mt19937_64& rng, std::initializer_list<T> values) {
-  return values.begin()[rng() % values.size()];
-}
+using tessera::test::pick;
 
 int64_t random_size(std::mt19937_64& rng) {
   return pick<int64_t>(rng, {1, 1, 2, 3, 5, 7, 13, 17, 31, 37});

@@ -21,19 +21,14 @@
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
+#include "test_random.hpp"
 
 namespace {
 
 using namespace tessera::kernels::cpu;
 
 uint64_t base_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("TESSERA_TEST_SEED");
-    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-    std::printf("test_cpu_gemm: TESSERA_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
+  return tessera::test::base_seed("test_cpu_gemm");
 }
 
 constexpr float kSentinel = -12345.5f;

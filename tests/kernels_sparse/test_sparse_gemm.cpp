@@ -22,6 +22,7 @@
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/sparse/sparse_gemm.hpp"
+#include "tests/kernels_cpu/test_random.hpp"
 
 namespace {
 
@@ -30,13 +31,7 @@ using sparse::SparseLayout;
 using sparse::SparseMatrix;
 
 uint64_t base_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("TESSERA_TEST_SEED");
-    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-    std::printf("test_sparse_gemm: TESSERA_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
+  return tessera::test::base_seed("test_sparse_gemm");
 }
 
 constexpr float kSentinel = -12345.5f;
@@ -232,10 +227,7 @@ void check_all_layouts(int64_t m, int64_t k, int64_t n, const std::vector<float>
   }
 }
 
-template <class T>
-T pick(std::mt19937_64& rng, std::initializer_list<T> values) {
-  return values.begin()[rng() % values.size()];
-}
+using tessera::test::pick;
 
 TEST_CASE("named edges: sizes 1, primes, non-multiples of blocks and vectors, K below a block") {
   std::mt19937_64 rng(base_seed());

@@ -23,6 +23,7 @@
 #include "graph/region.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/tile_kernel.hpp"
+#include "tests/kernels_cpu/test_random.hpp"
 #include "tests/kernels_cpu/tile_grid.hpp"
 
 namespace {
@@ -35,13 +36,7 @@ using kernels::TileKernelVariant;
 namespace cpu = kernels::cpu;
 
 uint64_t base_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("TESSERA_TEST_SEED");
-    const uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-    std::printf("test_sparse_ops: TESSERA_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
+  return tessera::test::base_seed("test_sparse_ops");
 }
 
 struct OpCase {
@@ -136,10 +131,7 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed) {
   }
 }
 
-template <class T>
-T pick(std::mt19937_64& rng, std::initializer_list<T> values) {
-  return values.begin()[rng() % values.size()];
-}
+using tessera::test::pick;
 
 graph::Activation random_activation(std::mt19937_64& rng) {
   return pick(rng, {graph::Activation::None, graph::Activation::Relu, graph::Activation::Clip,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "graph/error.hpp"
+#include "kernels/cpu/dense_ops.hpp"
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 
@@ -29,8 +30,7 @@ namespace {
 #endif
 
 [[noreturn]] void fail(const TileArgs& args, std::string_view variant, const std::string& what) {
-  const std::string name = args.op ? args.op->name : std::string("?");
-  throw Error(std::string(variant) + " kernel for operator '" + name + "': " + what);
+  fail_op(variant, args.op, what);
 }
 
 void check_args(const TileArgs& args, std::string_view variant, size_t inputs) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/error.hpp"
+#include "kernels/cpu/dense_ops.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/cpu/vector_ops.hpp"
@@ -33,8 +34,7 @@ const VectorOps& vector_ops() {
 namespace {
 
 [[noreturn]] void fail(const TileArgs& args, std::string_view variant, const std::string& what) {
-  const std::string name = args.op ? args.op->name : std::string("?");
-  throw Error(std::string(variant) + " kernel for operator '" + name + "': " + what);
+  fail_op(variant, args.op, what);
 }
 
 void check_args(const TileArgs& args, std::string_view variant, size_t min_inputs,

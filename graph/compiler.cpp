@@ -169,7 +169,17 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
   graph = remove_dead(std::move(graph));
   // After fusion, so the rules see the epilogues the kernels will run.
   SparsityReport sparsity_report;
-  if (tesa) propagate_sparsity(graph, *sparsity, &sparsity_report);
+  if (tesa) {
+    const std::vector<TensorSparsity> tesas =
+        propagate_sparsity(graph, *sparsity, &sparsity_report);
+    // Bit rounding (SparTA §3.3): the weight's annotated width goes to its
+    // MatMul/Gemm so kernel choice can pick an int8 kernel for it.
+    for (Operator& op : graph.ops) {
+      if ((op.type != OpType::MatMul && op.type != OpType::Gemm) || op.inputs.size() < 2) continue;
+      const auto w = static_cast<size_t>(op.inputs[1]);
+      if (graph.tensors[w].is_weight) op.attrs.weight_bits = tesas[w].bit_width;
+    }
+  }
   std::vector<TileNode> nodes =
       build_tile_nodes(graph, TilerOptions{.tiles = options.tiles, .threads = options.threads});
   MemoryPlan plan = plan_memory(graph, nodes);

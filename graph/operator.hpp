@@ -127,6 +127,10 @@ struct OpAttributes {
   CoordinateMode coordinate_mode = CoordinateMode::HalfPixel;
   NearestMode nearest_mode = NearestMode::RoundPreferFloor;
   std::vector<float> scales;
+  // The TeSA bit width of the op's constant weight (input 1), from the
+  // user's annotation (SparTA §3.3 bit rounding): <= 8 lets int8 kernels
+  // apply. Set by the compiler; 32 = float32.
+  int32_t weight_bits = 32;
 
   bool operator==(const OpAttributes&) const = default;
 };

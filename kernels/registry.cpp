@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/dense_ops.hpp"
+#include "kernels/cpu/int8_ops.hpp"
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/reference/reference_kernels.hpp"
 #include "kernels/sparse/sparse_ops.hpp"
@@ -132,6 +133,9 @@ constexpr TileKernelVariant kKernelTable[] = {
     // ones, applying only when the weight is sparse enough to win.
     {OpType::Gemm, "cpu.gemm_sparse", sparse::gemm_sparse, sparse::prepare_gemm_sparse,
      sparse::gemm_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
+    // Only where the user allowed 8-bit weights (SparTA §3.3 bit rounding).
+    {OpType::MatMul, "cpu.matmul_int8", cpu::matmul_int8, cpu::prepare_matmul_int8,
+     cpu::matmul_int8_applies, 30, LayoutSupport::NchwOnly},
     {OpType::MatMul, "cpu.matmul_sparse", sparse::matmul_sparse, sparse::prepare_matmul_sparse,
      sparse::matmul_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
 };

@@ -141,4 +141,29 @@ void for_each_batched_gemm_tile(const graph::Region& r, const graph::Shape& a_sh
   });
 }
 
+// The run() of a MatMul variant whose constant B was prepared as [K, N] (a
+// packed, sparse or quantized copy): checks A, Y and the fused bias/residual
+// against the prepared sizes, then calls tile(GemmTile, epilogue) once per
+// batch index of the region.
+template <class TileFn>
+void run_prepared_matmul(std::string_view variant, const TileArgs& args, int64_t k, int64_t n,
+                         TileFn&& tile) {
+  check_dense_tile_args(variant, args, 2, 4, /*needs_prepared=*/true);
+  const graph::Shape& a_shape = *args.inputs[0].shape;
+  const graph::Shape& y_shape = *args.output.shape;
+  const size_t rank = a_shape.size();
+  graph::Shape expected = a_shape;
+  if (rank >= 2) expected.back() = n;
+  if (rank < 2 || a_shape.back() != k || y_shape != expected)
+    fail_op(variant, args.op,
+            "shapes differ from the prepared ones (A " + graph::shape_to_string(a_shape) + ", Y " +
+                graph::shape_to_string(y_shape) + ")");
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+  if (auto why = matmul_bias_problem(*args.op, {args.inputs, args.input_count}))
+    fail_op(variant, args.op, *why);
+  const GemmEpilogue ep = matmul_epilogue(args);
+  for_each_batched_gemm_tile(r, a_shape, [&](const GemmTile& t) { tile(t, ep); });
+}
+
 }  // namespace tessera::kernels::cpu

@@ -467,6 +467,9 @@ class TessLoader {
     a.coordinate_mode = static_cast<graph::CoordinateMode>(fa->coordinate_mode());
     a.nearest_mode = static_cast<graph::NearestMode>(fa->nearest_mode());
     if (fa->scales()) a.scales.assign(fa->scales()->begin(), fa->scales()->end());
+    a.weight_bits = fa->weight_bits();
+    if (a.weight_bits < 1 || a.weight_bits > 32)
+      fail("weight_bits " + std::to_string(a.weight_bits) + " is not in [1, 32]");
   }
 
   void read_model_io() {

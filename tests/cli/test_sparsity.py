@@ -11,7 +11,10 @@ Checks, on a small CNN whose first conv has a pruned output channel (weights and
   (d) bad annotation files (missing, not JSON, unknown tensor, activation tensor, bad
       pattern, bad ratio, missing / garbage / wrong-shape mask) fail with one "error:" line;
   (e) the kernel choice sees propagated zeros: a MatMul whose weight rows propagation zeroes
-      goes from a dense kernel to cpu.matmul_sparse, and still matches ONNX Runtime.
+      goes from a dense kernel to cpu.matmul_sparse, and still matches ONNX Runtime;
+  (f) "bits": 8 on a MatMul weight picks cpu.matmul_int8 (on CPUs with AVX-512 VNNI; elsewhere
+      the report must not) and its outputs stay within int8_error_bound (gemm_int8.hpp) of
+      ONNX Runtime's float32 ones, element by element, while the unannotated MatMul stays float.
 Prints `N passed, M failed`; exits 1 if M > 0.
 
     test_sparsity.py --tessera PATH --work-dir DIR
@@ -180,6 +183,58 @@ def main() -> int:
   want = ort.InferenceSession(mm.SerializeToString(), providers=["CPUExecutionProvider"]).run(
       None, {"x": x_mm})[0]
   check(close(got, want), "the propagated sparse MatMul chain differs from ONNX Runtime")
+
+  # (f) bit rounding: int8 where the annotation allows it
+  w3 = rng.standard_normal([96, 48]).astype(np.float32)
+  w4 = rng.standard_normal([48, 40]).astype(np.float32)
+  q = helper.make_model(helper.make_graph(
+      [helper.make_node("MatMul", ["x", "w3"], ["h"], name="mm_int8"),
+       helper.make_node("MatMul", ["x2", "w4"], ["y2"], name="mm_float")], "int8",
+      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 96]),
+       helper.make_tensor_value_info("x2", TensorProto.FLOAT, [5, 48])],
+      [helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 7, 48]),
+       helper.make_tensor_value_info("y2", TensorProto.FLOAT, [5, 40])],
+      [numpy_helper.from_array(w3, "w3"), numpy_helper.from_array(w4, "w4")]),
+      opset_imports=[helper.make_opsetid("", 13)])
+  q.ir_version = 8
+  q_path = os.path.join(work, "int8.onnx")
+  onnx.save(q, q_path)
+  bits = os.path.join(work, "bits.json")
+  with open(bits, "w") as f:
+    json.dump([{"tensor": "w3", "bits": 8}], f)
+  out = run([args.tessera, "compile", q_path, "-o", os.path.join(work, "int8.tess"), "--sparsity",
+             bits]).stdout
+  chosen = dict(re.findall(r"^\s+(mm_int8|mm_float)\s+MatMul\s+(\S+)", out, re.MULTILINE))
+  vnni = "avx512_vnni" in open("/proc/cpuinfo").read()
+  check(chosen.get("mm_float") not in (None, "cpu.matmul_int8"),
+        f"the unannotated MatMul got {chosen.get('mm_float')}")
+  check((chosen.get("mm_int8") == "cpu.matmul_int8") == vnni,
+        f"the 8-bit MatMul got {chosen.get('mm_int8')} on a CPU with{'' if vnni else 'out'} VNNI")
+  xq = rng.standard_normal([2, 7, 96]).astype(np.float32)
+  x2 = rng.standard_normal([5, 48]).astype(np.float32)
+  np.save(os.path.join(work, "xq.npy"), xq)
+  np.save(os.path.join(work, "x2.npy"), x2)
+  out_dir = os.path.join(work, "out_int8")
+  os.makedirs(out_dir, exist_ok=True)
+  run([args.tessera, "run", os.path.join(work, "int8.tess"), "--input",
+       f"x={os.path.join(work, 'xq.npy')}", "--input", f"x2={os.path.join(work, 'x2.npy')}",
+       "--output-dir", out_dir, "--iterations", 1, "--warmup", 0])
+  h = np.load(os.path.join(out_dir, "h.npy")).reshape(14, 48).astype(np.float64)
+  want_h, want_y2 = ort.InferenceSession(q.SerializeToString(), providers=["CPUExecutionProvider"]
+                                         ).run(None, {"x": xq, "x2": x2})
+  a = np.abs(xq.reshape(14, 96).astype(np.float64))
+  b = np.abs(w3.astype(np.float64))
+  ea = a.max(axis=1, keepdims=True) / 127 / 2
+  eb = b.max(axis=0, keepdims=True) / 127 / 2
+  bound = (a.sum(axis=1, keepdims=True) * eb + b.sum(axis=0, keepdims=True) * ea + 96 * ea * eb +
+           1e-5 * (a @ b + a.sum(axis=1, keepdims=True) * b.max(axis=0, keepdims=True) +
+                   b.sum(axis=0, keepdims=True) * a.max(axis=1, keepdims=True)))
+  err = np.abs(h - want_h.reshape(14, 48))
+  check(bool(np.all(err <= bound)), f"int8 MatMul error {err.max():.3g} exceeds its bound")
+  if vnni:  # int8 really ran: not bit-equal to float32
+    check(err.max() > 0, "the int8 MatMul equals float32 exactly: quantization did not run")
+  check(close(np.load(os.path.join(out_dir, "y2.npy")), want_y2),
+        "the float MatMul beside the int8 one differs from ONNX Runtime")
 
   # (d) bad files
   def write(name, text):

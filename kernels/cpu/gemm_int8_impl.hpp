@@ -1,0 +1,48 @@
+#pragma once
+// Internal to gemm_int8*.cpp: what the per-ISA row-block kernels share, so
+// every path rounds, clamps and scales with the same operations (the same
+// bits; gemm_int8.hpp).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/gemm_int8.hpp"
+
+namespace tessera::kernels::cpu::int8_detail {
+
+// Rows [m0, m1) of the tile quantized (qa, row stride qa_stride bytes, K
+// padded to whole groups of 4 with the zero point) and multiplied into
+// C[m, n0:n1] before the epilogue.
+struct RowBlock {
+  const float* a = nullptr;
+  int64_t lda = 0;
+  const QuantizedMatrix* b = nullptr;
+  float* c = nullptr;
+  int64_t ldc = 0;
+  int64_t m0 = 0, m1 = 0, n0 = 0, n1 = 0;
+  uint8_t* qa = nullptr;  // scratch: (m1 - m0) rows × qa_stride bytes
+  float* sa = nullptr;    // scratch: (m1 - m0) row scales
+  int64_t qa_stride = 0;
+};
+
+// sa = amax / 127 and the factor a row is multiplied by before rounding; an
+// all-zero row has scale 0 and quantizes to the zero point.
+inline void row_scale(float amax, float* scale, float* inv) {
+  *scale = amax / 127.0f;
+  *inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+}
+
+// round-to-nearest-even (the vector path's cvtps2dq in the default MXCSR
+// mode), clamped to [−127, 127] (NaN → −127, as the vector path's clamp of
+// its 0x80000000), plus the zero point.
+inline uint8_t quantize_scalar(float x, float inv) {
+  float r = std::nearbyint(x * inv);
+  if (!(r >= -127.0f)) r = -127.0f;
+  if (r > 127.0f) r = 127.0f;
+  return static_cast<uint8_t>(static_cast<int32_t>(r) + 128);
+}
+
+void rows_portable(const RowBlock& block);
+void rows_avx512_vnni(const RowBlock& block);
+
+}  // namespace tessera::kernels::cpu::int8_detail

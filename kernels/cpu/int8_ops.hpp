@@ -1,0 +1,18 @@
+#pragma once
+// "cpu.matmul_int8": MatMul with a constant B whose TeSA bit width is 8 or
+// less (the user's annotation, SparTA §3.3 bit rounding) on
+// kernels/cpu/gemm_int8.hpp. B is quantized once at prepare time.
+#include <optional>
+#include <span>
+#include <string>
+
+#include "kernels/tile_kernel.hpp"
+
+namespace tessera::kernels::cpu {
+
+void matmul_int8(const TileArgs& args);
+PreparedOp prepare_matmul_int8(const graph::Operator& op, std::span<const ConstTensorView> inputs);
+std::optional<std::string> matmul_int8_applies(const graph::Operator& op,
+                                               std::span<const ConstTensorView> inputs);
+
+}  // namespace tessera::kernels::cpu

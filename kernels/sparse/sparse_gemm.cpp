@@ -18,24 +18,30 @@
 namespace tessera::kernels::sparse {
 namespace {
 
-// The density crossovers, measured with `bench_spmm --crossover` (1024³,
-// one thread, AVX-512 Xeon shared with other jobs, against Tessera's dense
-// SGEMM in the same run: 30.1 ms): the fraction of B a format may store
-// (elements it multiplies / K·N) before it is slower than the dense SGEMM.
-// Their inverses are the formats' costs per stored element relative to
-// dense, which is all the layout choice needs.
-//  - CSR: 11.6 ms at 10% (dense 31.2), 37.5 ms at 30%, 52.7 ms at 50%
-//    ⇒ ~3.7–4.2× dense per stored element: breaks even near 24%.
-constexpr double kCsrDensityCrossover = 0.24;
-//  - BSR, at 30% block density (where the sparse kernels are used; the
-//    cost per element grows with density as B leaves the caches): 4×1
-//    (4 lanes) 46.7 ms ⇒ ~19%; 8×1 (8 lanes) 21.1 ms ⇒ ~43%; 16×1 18.5 ms
-//    ⇒ ~49%; 32×32 24.8 ms ⇒ ~36%.
-constexpr double kBsrDensityCrossover[kSparseBlockShapeCount] = {0.19, 0.43, 0.49, 0.36};
+// The density crossovers, measured with `bench_spmm --crossover --min`
+// (1024³, one thread, AVX-512 Xeon shared with other jobs, fastest of 7,
+// against Tessera's dense SGEMM in the same run: 18.5 ms): the fraction of
+// B a format may store (elements it multiplies / K·N) before it is slower
+// than the dense SGEMM. Their inverses are the formats' costs per stored
+// element relative to dense, which is all the layout choice needs.
+//  - CSR (64-row panels, L1 k-blocks): 8.7 ms at 30%, 15.4 ms at 50%,
+//    19.0 ms at 60% ⇒ breaks even near 58%.
+constexpr double kCsrDensityCrossover = 0.58;
+//  - BSR, from block densities 30–90%: 4×1 (4 lanes: a quarter of the
+//    FMA width) 41.2 ms at 30% ⇒ ~13%; 8×1 (8 lanes) 16.0 ms at 30%, 23.3
+//    at 50% ⇒ ~37%; 16×1 12.2 ms at 50%, 23.0 at 70% ⇒ ~60%; 32×32 6.6 ms
+//    at 30%, 16.0 at 90% (0.85× dense per stored element plus ~1.8 ms of A
+//    packing and C writes) ⇒ ~95%.
+constexpr double kBsrDensityCrossover[kSparseBlockShapeCount] = {0.13, 0.37, 0.60, 0.95};
 // A layout replaces the best so far only when it is estimated at least 10%
 // faster: a block part next to a CSR part costs a second pass over Y that
 // the per-element costs do not see.
 constexpr double kLayoutSwitchMargin = 0.9;
+
+// Rows per chunk when a BSR and a CSR part both run: a multiple of the CSR
+// panel (64 rows on AVX-512); 128 rows of A and C at K = N = 1024 take
+// 1 MB of the 2 MB L2.
+constexpr int64_t kPartRowChunk = 128;
 
 struct Kernels {
   SparseTileKernel bsr;
@@ -85,6 +91,43 @@ void check_shape(const char* what, int64_t k, int64_t n, int64_t ldb, bool trans
     throw std::invalid_argument(std::string(what) + ": bad shape or leading dimension");
   if (k >= std::numeric_limits<int32_t>::max())
     throw std::invalid_argument(std::string(what) + ": K must be below 2^31");
+}
+
+// Rows of A per CSR panel: 4 vectors of the ISA (csr_tile's MV), so one
+// broadcast of w and one index load feed 4 FMAs.
+int64_t csr_panel_rows(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kAvx512:
+      return 64;
+    case GemmIsa::kAvx2:
+      return 32;
+    case GemmIsa::kPortable:
+      break;
+  }
+  return 16;
+}
+
+// Rows of K per CSR k-block. The [KB, MB] panel of A^T takes 32 KB, 2/3 of
+// the 48 KB L1, so the 4 vectors each nonzero reads are L1 hits rather
+// than 4 L2 lines. Each k-block re-reads and re-writes Y^T (MB floats per
+// column): with fewer than ~8 nonzeros per column in a k-block that costs
+// more than the L2 reads it saves, so sparser weights get taller k-blocks,
+// up to all of K. bench_spmm (1024³, 90% sparse) measured 16, 32 and 64 KB
+// panels alike within the noise of a shared machine.
+int64_t csr_k_block(int64_t k, int64_t n, int64_t nonzeros, int64_t panel_rows) {
+  constexpr int64_t kPanelBytes = 32 * 1024;
+  constexpr double kMinNonzerosPerColumnBlock = 8.0;
+  int64_t rows = kPanelBytes / (panel_rows * static_cast<int64_t>(sizeof(float)));
+  if (nonzeros > 0 && n > 0) {
+    const double per_row = static_cast<double>(nonzeros) / static_cast<double>(n) /
+                           static_cast<double>(std::max<int64_t>(1, k));
+    const double wanted = kMinNonzerosPerColumnBlock / per_row;
+    if (wanted > static_cast<double>(rows))
+      rows = wanted >= static_cast<double>(k) ? k : (static_cast<int64_t>(wanted) + 15) / 16 * 16;
+  }
+  // Offsets within a k-block are int32.
+  const int64_t max_rows = std::numeric_limits<int32_t>::max() / panel_rows;
+  return std::clamp<int64_t>(rows, 1, std::clamp<int64_t>(k, 1, max_rows));
 }
 
 std::string percent(double fraction) {
@@ -181,17 +224,45 @@ SparseMatrix pack_sparse_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
     }
   }
 
-  // The CSR part: every nonzero outside the kept blocks, by column.
+  // The CSR part: every nonzero outside the kept blocks, by k-block, then
+  // column.
   SparseMatrix::Csr& csr = m.csr_;
-  csr.column_begin.assign(static_cast<size_t>(n + 1), 0);
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const float v = w.at(kk, j);
-      if (v == 0.0f || (kept > 0 && kept_block(kk, j))) continue;
-      csr.row_k.push_back(static_cast<int32_t>(kk));
-      csr.values.push_back(v);
+  int64_t csr_nonzeros = 0;
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j)
+      csr_nonzeros += w.at(kk, j) != 0.0f && !(kept > 0 && kept_block(kk, j));
+  csr.panel_rows = csr_panel_rows(m.isa_);
+  csr.k_block = csr_k_block(k, n, csr_nonzeros, csr.panel_rows);
+  const int64_t k_blocks = csr.k_blocks(k);
+  csr.column_begin.assign(static_cast<size_t>(k_blocks * n + 1), 0);
+  csr.column_order.resize(static_cast<size_t>(k_blocks * n));
+  csr.offsets.reserve(static_cast<size_t>(csr_nonzeros));
+  csr.values.reserve(static_cast<size_t>(csr_nonzeros));
+  std::vector<int64_t> counts_in_block(static_cast<size_t>(n));
+  for (int64_t q = 0; q < k_blocks; ++q) {
+    const int64_t k0 = q * csr.k_block, k1 = std::min(k, k0 + csr.k_block);
+    auto in_csr = [&](int64_t kk, int64_t j) {
+      return w.at(kk, j) != 0.0f && !(kept > 0 && kept_block(kk, j));
+    };
+    for (int64_t j = 0; j < n; ++j) {
+      counts_in_block[j] = 0;
+      for (int64_t kk = k0; kk < k1; ++kk) counts_in_block[j] += in_csr(kk, j);
     }
-    csr.column_begin[j + 1] = static_cast<int64_t>(csr.values.size());
+    int32_t* order = csr.column_order.data() + q * n;
+    for (int64_t j = 0; j < n; ++j) order[j] = static_cast<int32_t>(j);
+    for (int64_t g = 0; g < n; g += SparseMatrix::Csr::kColumnGroup)
+      std::stable_sort(
+          order + g, order + std::min(n, g + SparseMatrix::Csr::kColumnGroup),
+          [&](int32_t x, int32_t y) { return counts_in_block[x] < counts_in_block[y]; });
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t j = order[i];
+      for (int64_t kk = k0; kk < k1; ++kk) {
+        if (!in_csr(kk, j)) continue;
+        csr.offsets.push_back(static_cast<int32_t>((kk - k0) * csr.panel_rows));
+        csr.values.push_back(w.at(kk, j));
+      }
+      csr.column_begin[q * n + i + 1] = static_cast<int64_t>(csr.values.size());
+    }
   }
   // Without a BSR part the CSR part runs even when empty: it writes the
   // epilogue of zero (an all-zero B still has an output).
@@ -213,14 +284,20 @@ void sparse_gemm_tile(const float* a, int64_t lda, const SparseMatrix& b, float*
   if (has_bsr && has_csr) {
     // The parts' results are summed (SparTA §3.3): the block part stores
     // the bare product, the fine-grained part adds to it and runs the
-    // epilogue.
+    // epilogue. Both run per chunk of rows, so the chunk's rows of A and C
+    // are still in L2 when the second part reads them again (whole tiles
+    // would stream A and C from memory twice).
     const GemmEpilogue bare{.accumulate = epilogue.accumulate};
-    run.epilogue = &bare;
-    kernels.bsr(run);
     GemmEpilogue rest = epilogue;
     rest.accumulate = true;
-    run.epilogue = &rest;
-    kernels.csr(run);
+    for (int64_t m = tile.m0; m < tile.m1; m += kPartRowChunk) {
+      run.tile.m0 = m;
+      run.tile.m1 = std::min(tile.m1, m + kPartRowChunk);
+      run.epilogue = &bare;
+      kernels.bsr(run);
+      run.epilogue = &rest;
+      kernels.csr(run);
+    }
     return;
   }
   run.epilogue = &epilogue;

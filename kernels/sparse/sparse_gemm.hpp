@@ -14,13 +14,16 @@
 //    SIMD lanes run along N over a block and Y rows are written in place:
 //    for each stored block, MR rows of A are broadcast and FMA'd into MR×BN
 //    accumulators (the dense microkernel's order, one k index per block).
+//    A is packed per MR rows ([K][MR], the dense microkernel's A panel), so
+//    a stored block costs what the dense kernel pays for its elements.
 //  - CSR over B's columns (= rows of W [N, K]): unstructured nonzeros. Lanes
-//    run along M instead: the tile's A rows are transposed once into a
-//    [K, MB] panel and each nonzero w(k, n) broadcasts w and FMAs it into an
-//    MB-row vector of Y^T[n] (LIBXSMM's / XNNPACK's SpMM orientation), then
+//    run along M instead: per k-block, MB rows of A are transposed into a
+//    [KB, MB] panel that stays in L1, and each nonzero w(k, n) broadcasts w
+//    and FMAs it into the MB-row vector Y^T[n] (4 vectors: one broadcast and
+//    one index per 4 FMAs; LIBXSMM's / XNNPACK's SpMM orientation), then
 //    Y^T is transposed back. Unstructured nonzeros never fill an N-vector.
-// A SparseMatrix holds one or both parts; with both, the BSR part runs
-// first and the CSR part adds to it with the real epilogue.
+// A SparseMatrix holds one or both parts; with both, per chunk of rows the
+// BSR part runs first and the CSR part adds to it with the real epilogue.
 //
 // The kernels (AVX-512, AVX2, SSE2 via xsimd) are those of the SGEMM ISA in
 // use when the matrix is packed (kernels/cpu/gemm.hpp: gemm_isa(), forced
@@ -83,13 +86,27 @@ class SparseMatrix {
     std::unique_ptr<float[], Free> values;
     int64_t blocks() const { return block_k.empty() ? 0 : static_cast<int64_t>(block_k.size()); }
   };
-  // CSR over columns of B: column n's nonzeros are column_begin[n] ..
-  // column_begin[n + 1], their k ascending in row_k and values in values.
+  // CSR over columns of B, cut into k-blocks of k_block rows (the A^T
+  // panel of one k-block stays in L1 while every column passes over it).
+  // Within k-block q, the columns of each group of kColumnGroup are listed
+  // by ascending nonzero count, so the loop over one column's nonzeros
+  // exits after the same trip count as the previous column's and the
+  // branch predictor gets it right: the i-th listed column, column_order[q·N
+  // + i], has its nonzeros at column_begin[q·N + i] .. column_begin[q·N + i
+  // + 1], k ascending. offsets holds each nonzero's element offset in the
+  // panel, (k − q·k_block)·panel_rows, so the inner loop does no index
+  // arithmetic; panel_rows is the kernel's M panel for the ISA the matrix
+  // is packed for.
   struct Csr {
+    static constexpr int64_t kColumnGroup = 256;
     bool present = false;
+    int64_t k_block = 1;
+    int64_t panel_rows = 1;
+    std::vector<int32_t> column_order;
     std::vector<int64_t> column_begin;
-    std::vector<int32_t> row_k;
+    std::vector<int32_t> offsets;
     std::vector<float> values;
+    int64_t k_blocks(int64_t k) const { return k <= 0 ? 1 : (k + k_block - 1) / k_block; }
   };
 
   int64_t k() const { return k_; }

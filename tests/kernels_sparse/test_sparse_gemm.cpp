@@ -3,7 +3,10 @@
 // each block shape + CSR remainder) × every ISA the CPU runs × densities 0,
 // 1%, 10%, 50%, 100% (unstructured and block-structured), on shapes with 1,
 // primes and non-multiples of the block and vector widths, each output
-// assembled from random tiles with a random epilogue. Every element outside
+// assembled from random tiles with a random epilogue; shapes past the CSR
+// kernel's 64-row panels, L1 k-blocks and 256-column groups and the BSR
+// kernel's 128-row chunks, with empty rows and columns of B; the layout
+// choose_sparse_layout() picks at random densities. Every element outside
 // a tile is a sentinel that must survive. Seeds: TESSERA_TEST_SEED=<n>.
 #include <doctest/doctest.h>
 
@@ -258,6 +261,65 @@ TEST_CASE("random shapes at densities 0, 1%, 10%, 50%, 100%, unstructured and in
                                           : sparse_weight(k, n, transposed, density, 0, 0, rng);
       check_all_layouts(m, k, n, b, transposed, rng, seed);
     }
+}
+
+TEST_CASE("k-blocks, column groups and row chunks: shapes past a CSR panel, L1 k-block and group") {
+  // M past the 64-row CSR panel and the 128-row chunks (BSR A packing and
+  // the BSR + CSR parts' row chunks), K past the CSR k-block (128 rows on
+  // AVX-512, 256 on AVX2, 512 on SSE2 at these densities), N past a
+  // 256-column group (tiles cut through groups); empty rows and columns of
+  // B.
+  std::mt19937_64 rng(base_seed() + 3);
+  uint64_t seed = base_seed() * 7919u + 5000;
+  bool saw_k_blocks = false;
+  for (double density : {0.03, 0.3, 1.0}) {
+    const int64_t m = pick<int64_t>(rng, {65, 130, 193});
+    const int64_t k = pick<int64_t>(rng, {521, 600});
+    const int64_t n = pick<int64_t>(rng, {257, 300});
+    const bool transposed = rng() % 2;
+    const bool blocky = density < 0.5;
+    std::vector<float> b = blocky ? sparse_weight(k, n, transposed, density, 32, 32, rng)
+                                  : sparse_weight(k, n, transposed, density, 0, 0, rng);
+    // A few empty rows (k) and columns (n) of B.
+    for (int e = 0; e < 5; ++e) {
+      const int64_t kk = static_cast<int64_t>(rng() % static_cast<uint64_t>(k));
+      const int64_t j = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+      for (int64_t x = 0; x < n; ++x) b[transposed ? x * k + kk : kk * n + x] = 0.0f;
+      for (int64_t x = 0; x < k; ++x) b[transposed ? j * k + x : x * n + j] = 0.0f;
+    }
+    const SparseMatrix csr =
+        sparse::pack_sparse_b(b.data(), k, n, transposed ? k : n, transposed, {.block = -1});
+    saw_k_blocks = saw_k_blocks || csr.csr().k_blocks(k) > 1;
+    check_layout(m, k, n, b, transposed, {.block = -1}, random_epilogue(rng), seed++);
+    check_layout(m, k, n, b, transposed, {.block = 3, .min_block_nonzeros = 512},
+                 random_epilogue(rng), seed++);
+    check_layout(m, k, n, b, transposed, {.block = 2, .min_block_nonzeros = 8},
+                 random_epilogue(rng), seed++);
+    check_layout(m, k, n, b, transposed, {.block = 1, .min_block_nonzeros = 1},
+                 random_epilogue(rng), seed++);
+  }
+  // The shapes above must reach the k-blocked path, or this case tests
+  // nothing new.
+  CHECK(saw_k_blocks);
+}
+
+TEST_CASE("random densities in [0, 1] with the chosen layout") {
+  std::mt19937_64 rng(base_seed() + 4);
+  uint64_t seed = base_seed() * 7919u + 9000;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int round = 0; round < 8; ++round) {
+    const double density = round == 0 ? 0.0 : unit(rng);
+    const int64_t m = pick<int64_t>(rng, {1, 17, 64, 131});
+    const int64_t k = pick<int64_t>(rng, {1, 33, 129, 300});
+    const int64_t n = pick<int64_t>(rng, {1, 31, 48, 261});
+    const bool transposed = rng() % 2;
+    const bool blocky = rng() % 2;
+    const std::vector<float> b = blocky ? sparse_weight(k, n, transposed, density, 16, 1, rng)
+                                        : sparse_weight(k, n, transposed, density, 0, 0, rng);
+    const sparse::SparseLayoutChoice choice =
+        sparse::choose_sparse_layout(b.data(), k, n, transposed ? k : n, transposed);
+    check_layout(m, k, n, b, transposed, choice.layout, random_epilogue(rng), seed++);
+  }
 }
 
 TEST_CASE("choose_sparse_layout: CSR for unstructured, wide blocks for block sparsity") {

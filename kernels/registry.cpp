@@ -11,6 +11,7 @@
 #include "kernels/cpu/int8_ops.hpp"
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/reference/reference_kernels.hpp"
+#include "kernels/sparse/conv_spardr.hpp"
 #include "kernels/sparse/sparse_ops.hpp"
 #include "kernels/tile_kernel.hpp"
 
@@ -138,6 +139,10 @@ constexpr TileKernelVariant kKernelTable[] = {
      cpu::matmul_int8_applies, 30, LayoutSupport::NchwOnly},
     {OpType::MatMul, "cpu.matmul_sparse", sparse::matmul_sparse, sparse::prepare_matmul_sparse,
      sparse::matmul_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
+    // SparDR sparse conv (kernels/sparse/conv_spardr.hpp): above every dense
+    // conv, applying only below its measured density crossover.
+    {OpType::Conv, "cpu.conv_sparse", sparse::conv_sparse, sparse::prepare_conv_sparse,
+     sparse::conv_sparse_applies, 20, kAnyLayout, /*report_when_skipped=*/true},
 };
 
 }  // namespace

@@ -1,0 +1,445 @@
+// "cpu.conv_sparse" (conv_spardr.hpp): SparDR's sparse convolution
+// (papers/spardr.md) as a Tessera tile kernel.
+//
+// KernelTransform, once at prepare (§III-C, §IV-A): W [OC, C, kH, kW] → CSR
+// over output channels; each nonzero (c, kh, kw) stores, instead of a column
+// index, the start of its receptive-field window in the reconstructed input
+// L (the index matrix IM of Fig. 7(d)), so the inner loop is "broadcast w,
+// load a vector of L at offset + p, FMA" with no address arithmetic.
+//
+// FeatureTransform, per tile chunk (§III-B): L holds, for every input
+// channel c, kernel column kw and row phase φ (the input rows h ≡ φ mod
+// stride_h), the rows of the padded input that the chunk's output rows
+// read, already sampled at the output columns: L[c][kw][φ][hh][j] =
+// Xpad[c][h0 + hh·s_h + φ][(ow0 + j)·s_w + kw·d_w]. That is data aggregation
+// of one window per (c, kw) with vertical data reuse (the window spans I_h
+// rows, not O_h·kH, Fig. 6(a)); for stride 2 the rows split by phase
+// (Fig. 6(b)'s non-contiguous window) so that the window of tap kh,
+// t = kh·d_h = q·s_h + φ, is again contiguous: output pixel (r, j) of the
+// chunk reads L[c][kw][φ] at (r + q)·out_w + j, i.e. offset(c, kh, kw) + p
+// with p = r·out_w + j the chunk's flat pixel. Rows are out_w floats even
+// for a part-row chunk, and planes hold a fixed number of rows, so the
+// offsets are fixed at prepare time. L is built per chunk into a per-thread
+// scratch bounded by kReconstructedFloats (at most a few MiB), never for the
+// whole tensor; a chunk is as many whole output rows as fit.
+//
+// Vectors run along output pixels (conv_spardr_impl.hpp): unstructured
+// nonzeros never fill a vector along channels. The activation layout the
+// engine picks for convs (NHWC, kernels/layout_assignment.cpp) is accepted
+// too: L's construction transposes an NHWC input row once (it is a copy
+// anyway), and an NHWC output gets each pixel block's sums transposed
+// before the epilogue.
+//
+// Load balancing (§III-C): SparDR bucket-sorts output channels by nonzero
+// count and deals them to threads. Tessera's threads take tiles, fixed
+// output regions the tiler chose and the dependency edges name, so a tile
+// cannot trade channels with another. Tiles are cut along pixels first with
+// all channels each (DESIGN.md, the tile graph), which makes every tile's
+// work nnz × its pixels: balanced without any permutation. Within a tile the
+// channels run in bucket order (most nonzeros first), which keeps equal
+// trip counts together; outputs are written at their own channel.
+#include "kernels/sparse/conv_spardr.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/conv_winograd.hpp"
+#include "kernels/cpu/dense_ops.hpp"
+#include "kernels/sparse/conv_spardr_kernels.hpp"
+
+namespace tessera::kernels::sparse {
+namespace {
+
+constexpr std::string_view kVariant = "cpu.conv_sparse";
+
+// L of one chunk holds about this many floats (1 MiB: half of the 2 MiB L2
+// per core, beside the CSR weights); a chunk is at least one output row.
+constexpr int64_t kReconstructedFloats = int64_t{1} << 18;
+
+// One input-channel block's slice of L for a pixel block stays within this
+// (of the 48 KiB L1d, beside the sums and the streamed weights).
+constexpr int64_t kL1SliceBytes = 24 * 1024;
+constexpr double kMinBlockNonzeros = 24.0;
+
+// The weight densities below which cpu.conv_sparse beats the dense variant
+// that would run the conv otherwise, measured with
+// `bench_spardr --sweep` (Table II's 13 layers at 2%..60% density, NHWC,
+// 1 thread): against cpu.conv_winograd the crossover was ~8% (40×40 and
+// 80×80 outputs; ~20% at 28×28), against cpu.conv_gemm 25–30% for 3×3
+// stride 1 and ~20% for 3×3 stride 2; for 1×1 ~12–15% with 7×7 outputs
+// (2048-channel sides), 20–27% with 14×14 and above 60% with 56×56 and 44
+// channels. Each bound is about the lowest of its form, so the sparse
+// kernel is not chosen where the sweep found it slower.
+constexpr double kMaxDensityVsWinograd = 0.08;
+constexpr double kMaxDensityPointwiseFewPixels = 0.12;
+constexpr int64_t kFewPixels = 100;  // output pixels per image
+constexpr double kMaxDensityOther = 0.20;
+
+struct ConvSparsePrepared {
+  cpu::ConvGeometry geometry;
+  SpardrWeights weights;
+  std::vector<int64_t> phases;  // the row phases φ some tap reads, ascending
+  int64_t max_q = 0;            // the largest q = (kh·d_h) / s_h
+  int64_t chunk_rows = 1;       // output rows per chunk of whole rows
+  int64_t plane_floats = 0;     // one L plane: (chunk_rows + max_q) rows of out_w
+  int64_t l_floats = 0;         // L with its read slack
+  SpardrKernel kernel = nullptr;
+};
+
+struct ConvSparseScratch {
+  std::vector<float> l;           // the chunk's L
+  std::vector<float> row;         // one NHWC input row as [C][in_w]
+  std::vector<float> sums;        // channels × kSpardrMaxBlockPixels
+  std::vector<float> sums_t;      // the same, pixel-major
+  std::vector<float> residual;    // a residual in the other layout than Y
+  std::vector<int32_t> channels;  // the tile's output channels in bucket order
+};
+
+ConvSparseScratch& thread_scratch() {
+  thread_local ConvSparseScratch scratch;
+  return scratch;
+}
+
+float* grown(std::vector<float>& buffer, int64_t floats) {
+  if (static_cast<int64_t>(buffer.size()) < floats) buffer.resize(static_cast<size_t>(floats));
+  return buffer.data();
+}
+
+// The row phases the taps read, the rows per L plane and L's size; fills
+// phase_index[φ] (-1 for phases no tap reads).
+void plan_reconstruction(const cpu::ConvGeometry& g, ConvSparsePrepared& prep,
+                         std::vector<int64_t>& phase_index) {
+  std::vector<bool> used(static_cast<size_t>(g.stride_h), false);
+  for (int64_t kh = 0; kh < g.k_h; ++kh) {
+    const int64_t t = kh * g.dilation_h;
+    used[static_cast<size_t>(t % g.stride_h)] = true;
+    prep.max_q = std::max(prep.max_q, t / g.stride_h);
+  }
+  phase_index.assign(static_cast<size_t>(g.stride_h), -1);
+  for (int64_t ph = 0; ph < g.stride_h; ++ph)
+    if (used[static_cast<size_t>(ph)]) {
+      phase_index[static_cast<size_t>(ph)] = static_cast<int64_t>(prep.phases.size());
+      prep.phases.push_back(ph);
+    }
+  const int64_t planes = g.channels * g.k_w * static_cast<int64_t>(prep.phases.size());
+  const int64_t row_floats = std::max<int64_t>(1, planes * g.out_w);
+  prep.chunk_rows = std::clamp(kReconstructedFloats / row_floats - prep.max_q, int64_t{1},
+                               std::max<int64_t>(1, g.out_h));
+  prep.plane_floats = (prep.chunk_rows + prep.max_q) * g.out_w;
+  prep.l_floats = planes * prep.plane_floats + kSpardrMaxBlockPixels;
+}
+
+std::optional<std::string> shape_applies(const graph::Operator& op,
+                                         std::span<const ConstTensorView> inputs,
+                                         cpu::ConvGeometry& g) {
+  // The dense implicit GEMM's checks (inputs, bias, residual, constant
+  // weights, group == 1) are exactly this kernel's too.
+  if (auto why = cpu::conv_gemm_applies(op, inputs)) return why;
+  if (auto why = cpu::conv_geometry(op, *inputs[0].shape, *inputs[1].shape, g)) return why;
+  ConvSparsePrepared plan;
+  std::vector<int64_t> phase_index;
+  plan_reconstruction(g, plan, phase_index);
+  if (plan.l_floats > std::numeric_limits<int32_t>::max())
+    return "the reconstructed input of one output row (" + std::to_string(plan.l_floats) +
+           " floats) is beyond 32-bit offsets";
+  return std::nullopt;
+}
+
+int64_t count_nonzeros(const float* w, int64_t count) {
+  int64_t nonzeros = 0;
+  for (int64_t i = 0; i < count; ++i) nonzeros += w[i] != 0.0f;
+  return nonzeros;
+}
+
+SpardrKernel kernel_for_isa(cpu::GemmIsa isa) {
+  switch (isa) {
+    case cpu::GemmIsa::kAvx512:
+      return spardr_chunk__avx512;
+    case cpu::GemmIsa::kAvx2:
+      return spardr_chunk__avx2;
+    case cpu::GemmIsa::kPortable:
+      break;
+  }
+  return spardr_chunk__sse2;
+}
+
+bool is_nhwc(graph::Layout layout, const cpu::ConvGeometry& g) {
+  return layout == graph::Layout::NHWC && g.rank == 4;
+}
+
+// dst[j] = src[start + j·step] for j < cols where that lies in [0, width),
+// else 0 (the padding); src may be null (a padding row).
+void sample_row(const float* src, int64_t width, int64_t start, int64_t step, int64_t cols,
+                float* dst) {
+  if (!src) {
+    std::fill(dst, dst + cols, 0.0f);
+    return;
+  }
+  // j_lo: the first j with start + j·step >= 0; j_hi: the first with >= width.
+  const int64_t j_lo = start >= 0 ? 0 : std::min(cols, (-start + step - 1) / step);
+  const int64_t j_hi =
+      start >= width ? j_lo : std::clamp((width - start + step - 1) / step, j_lo, cols);
+  std::fill(dst, dst + j_lo, 0.0f);
+  if (step == 1) {
+    std::memcpy(dst + j_lo, src + start + j_lo, static_cast<size_t>(j_hi - j_lo) * sizeof(float));
+  } else {
+    const float* s = src + start + j_lo * step;
+    for (int64_t j = j_lo; j < j_hi; ++j, s += step) dst[j] = *s;
+  }
+  std::fill(dst + j_hi, dst + cols, 0.0f);
+}
+
+// Builds the chunk's L (see the top of the file) for output rows
+// [oh0, oh0 + rows) × columns [ow0, ow0 + cols) of image n.
+void reconstruct_input(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, int64_t oh0,
+                       int64_t rows, int64_t ow0, int64_t cols, float* l,
+                       ConvSparseScratch& scratch) {
+  const cpu::ConvGeometry& g = prep.geometry;
+  const int64_t c_count = g.channels, plane = g.in_h * g.in_w;
+  const bool nhwc = is_nhwc(args.inputs[0].layout, g);
+  const float* image = args.inputs[0].data + n * c_count * plane;
+  const int64_t phase_count = static_cast<int64_t>(prep.phases.size());
+  const int64_t h_base = oh0 * g.stride_h - g.pad_top;
+  const int64_t rows_needed = rows + prep.max_q;
+  float* row_panel = nhwc ? grown(scratch.row, c_count * g.in_w) : nullptr;
+  for (int64_t pi = 0; pi < phase_count; ++pi) {
+    for (int64_t hh = 0; hh < rows_needed; ++hh) {
+      const int64_t h = h_base + hh * g.stride_h + prep.phases[pi];
+      const bool inside = h >= 0 && h < g.in_h;
+      // Channel c's input row h: a plane row of NCHW, or of the transposed
+      // NHWC row (each input row is transposed once per chunk: (hh, φ)
+      // determines h uniquely).
+      const float* rows_base = nullptr;
+      int64_t ld_channel = plane;
+      if (inside && nhwc) {
+        cpu::transpose_panel(image + h * g.in_w * c_count, c_count, g.in_w, c_count, row_panel,
+                             g.in_w);
+        rows_base = row_panel;
+        ld_channel = g.in_w;
+      } else if (inside) {
+        rows_base = image + h * g.in_w;
+      }
+      for (int64_t c = 0; c < c_count; ++c) {
+        const float* src = rows_base ? rows_base + c * ld_channel : nullptr;
+        for (int64_t kw = 0; kw < g.k_w; ++kw) {
+          float* dst = l + ((c * g.k_w + kw) * phase_count + pi) * prep.plane_floats + hh * g.out_w;
+          sample_row(src, g.in_w, ow0 * g.stride_w + kw * g.dilation_w - g.pad_left, g.stride_w,
+                     cols, dst);
+        }
+      }
+    }
+  }
+}
+
+// Output rows [oh0, oh0 + rows) × columns [ow0, ow0 + cols) of image n,
+// channels [oc0, oc1); cols == out_w or rows == 1, so the chunk's pixels are
+// contiguous in the image's pixel order.
+void run_chunk(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, int64_t oh0,
+               int64_t rows, int64_t ow0, int64_t cols, int64_t oc0, int64_t oc1,
+               cpu::GemmEpilogue epilogue) {
+  const cpu::ConvGeometry& g = prep.geometry;
+  ConvSparseScratch& scratch = thread_scratch();
+  float* l = grown(scratch.l, prep.l_floats);
+  reconstruct_input(args, prep, n, oh0, rows, ow0, cols, l, scratch);
+
+  const int64_t out_plane = g.out_h * g.out_w, oc = g.out_channels;
+  const int64_t pixels = rows == 1 ? cols : rows * g.out_w;
+  const int64_t first_pixel = oh0 * g.out_w + ow0;  // within image n
+  const bool y_nhwc = is_nhwc(args.output.layout, g);
+  SpardrChunk chunk{.l = l,
+                    .weights = &prep.weights,
+                    .oc0 = oc0,
+                    .oc1 = oc1,
+                    .pixels = pixels,
+                    .pixel_major = y_nhwc};
+  if (y_nhwc) {
+    chunk.y = args.output.data + (n * out_plane + first_pixel) * oc;
+    chunk.ld_y = oc;
+    epilogue.bias_kind = epilogue.bias ? cpu::GemmBias::kPerColumn : cpu::GemmBias::kNone;
+  } else {
+    chunk.y = args.output.data + n * oc * out_plane + first_pixel;
+    chunk.ld_y = out_plane;
+    epilogue.bias_kind = epilogue.bias ? cpu::GemmBias::kPerRow : cpu::GemmBias::kNone;
+  }
+  if (args.input_count == 4) {  // fused residual, indexed like y
+    const ConstTensorView& residual = args.inputs[3];
+    const bool r_nhwc = is_nhwc(residual.layout, g);
+    const float* r_nchw = residual.data + n * oc * out_plane + first_pixel;
+    const float* r_nhwc_at = residual.data + (n * out_plane + first_pixel) * oc;
+    if (r_nhwc == y_nhwc) {
+      epilogue.residual = y_nhwc ? r_nhwc_at : r_nchw;
+      epilogue.ld_residual = chunk.ld_y;
+    } else if (y_nhwc) {  // [pixels, oc1] from NCHW channels oc0:oc1
+      float* panel = grown(scratch.residual, pixels * oc1);
+      cpu::transpose_panel(r_nchw + oc0 * out_plane, out_plane, oc1 - oc0, pixels, panel + oc0,
+                           oc1);
+      epilogue.residual = panel;
+      epilogue.ld_residual = oc1;
+    } else {  // [oc1, pixels] from NHWC
+      float* panel = grown(scratch.residual, pixels * oc1);
+      cpu::transpose_panel(r_nhwc_at + oc0, oc, pixels, oc1 - oc0, panel + oc0 * pixels, pixels);
+      epilogue.residual = panel;
+      epilogue.ld_residual = pixels;
+    }
+  }
+  chunk.epilogue = &epilogue;
+  scratch.channels.clear();
+  for (const int32_t c : prep.weights.order)
+    if (c >= oc0 && c < oc1) scratch.channels.push_back(c);
+  chunk.channels = scratch.channels.data();
+  const int64_t sums_floats = (oc1 - oc0) * kSpardrMaxBlockPixels;
+  chunk.sums = grown(scratch.sums, sums_floats);
+  chunk.sums_t = y_nhwc ? grown(scratch.sums_t, sums_floats) : nullptr;
+  prep.kernel(chunk);
+}
+
+}  // namespace
+
+double conv_sparse_max_density(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+  if (!cpu::conv_winograd_applies(op, inputs)) return kMaxDensityVsWinograd;
+  cpu::ConvGeometry g;
+  if (shape_applies(op, inputs, g)) return 0.0;
+  const bool pointwise = g.k_h == 1 && g.k_w == 1;
+  return pointwise && g.out_h * g.out_w < kFewPixels ? kMaxDensityPointwiseFewPixels
+                                                     : kMaxDensityOther;
+}
+
+std::optional<std::string> conv_sparse_applies(const graph::Operator& op,
+                                               std::span<const ConstTensorView> inputs) {
+  cpu::ConvGeometry g;
+  if (auto why = shape_applies(op, inputs, g)) return why;
+  const int64_t count = graph::shape_numel(*inputs[1].shape);
+  const double density = count == 0 ? 0.0
+                                    : static_cast<double>(count_nonzeros(inputs[1].data, count)) /
+                                          static_cast<double>(count);
+  const double max_density = conv_sparse_max_density(op, inputs);
+  if (density < max_density) return std::nullopt;
+  char why[320];
+  std::snprintf(why, sizeof why,
+                "weight density %.1f%%: not sparse enough to beat the dense conv (SparDR pays "
+                "below %.0f%% density here; measured crossovers: %.0f%% against Winograd, "
+                "%.0f%% for 1x1 with < %lld output pixels, else %.0f%%)",
+                100.0 * density, 100.0 * max_density, 100.0 * kMaxDensityVsWinograd,
+                100.0 * kMaxDensityPointwiseFewPixels, static_cast<long long>(kFewPixels),
+                100.0 * kMaxDensityOther);
+  return std::string(why);
+}
+
+PreparedOp prepare_conv_sparse(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+  auto prep = std::make_shared<ConvSparsePrepared>();
+  cpu::ConvGeometry& g = prep->geometry;
+  if (auto why = shape_applies(op, inputs, g)) cpu::fail_op(kVariant, &op, *why);
+
+  std::vector<int64_t> phase_index;
+  plan_reconstruction(g, *prep, phase_index);
+  // KernelTransform: CSR per (input-channel block, output channel) with
+  // the offsets into L, each row's nonzeros in increasing offset (L is read
+  // front to back). A block's slice of L for one pixel block: per channel,
+  // kW·phases windows of the block's pixels plus max_q rows.
+  SpardrWeights& w = prep->weights;
+  const float* weight = inputs[1].data;
+  const int64_t taps = g.k_h * g.k_w;
+  const int64_t w_nonzeros = count_nonzeros(weight, g.out_channels * g.channels * taps);
+  const int64_t slice_bytes = g.k_w * static_cast<int64_t>(prep->phases.size()) *
+                              (kSpardrMaxBlockPixels + prep->max_q * g.out_w) *
+                              static_cast<int64_t>(sizeof(float));
+  // But at least enough channels that a row of a block has about
+  // kMinBlockNonzeros nonzeros: a short row costs more to start and finish
+  // (sums loaded and stored, loop exits mispredicted) than its L2 misses.
+  const int64_t total = static_cast<int64_t>(w_nonzeros);
+  const double per_channel = static_cast<double>(total) /
+                             static_cast<double>(std::max<int64_t>(1, g.out_channels * g.channels));
+  const int64_t min_channels =
+      per_channel > 0 ? static_cast<int64_t>(std::ceil(kMinBlockNonzeros / per_channel)) : 1;
+  const int64_t block_channels = std::clamp<int64_t>(
+      std::max(kL1SliceBytes / slice_bytes, min_channels), 1, std::max<int64_t>(1, g.channels));
+  w.out_channels = g.out_channels;
+  w.channel_blocks = std::max<int64_t>(1, (g.channels + block_channels - 1) / block_channels);
+  w.row_begin.assign(static_cast<size_t>(w.channel_blocks * g.out_channels + 1), 0);
+  std::vector<std::pair<int32_t, float>> row;
+  std::vector<int64_t> channel_nonzeros(static_cast<size_t>(g.out_channels), 0);
+  for (int64_t b = 0; b < w.channel_blocks; ++b)
+    for (int64_t o = 0; o < g.out_channels; ++o) {
+      row.clear();
+      const int64_t c_end = std::min(g.channels, (b + 1) * block_channels);
+      for (int64_t c = b * block_channels; c < c_end; ++c)
+        for (int64_t kh = 0; kh < g.k_h; ++kh)
+          for (int64_t kw = 0; kw < g.k_w; ++kw) {
+            const float v = weight[(o * g.channels + c) * taps + kh * g.k_w + kw];
+            if (v == 0.0f) continue;
+            const int64_t t = kh * g.dilation_h;
+            const int64_t pi = phase_index[static_cast<size_t>(t % g.stride_h)];
+            const int64_t plane = (c * g.k_w + kw) * static_cast<int64_t>(prep->phases.size()) + pi;
+            row.emplace_back(
+                static_cast<int32_t>(plane * prep->plane_floats + (t / g.stride_h) * g.out_w), v);
+          }
+      std::sort(row.begin(), row.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& [offset, value] : row) {
+        w.offsets.push_back(offset);
+        w.values.push_back(value);
+      }
+      channel_nonzeros[static_cast<size_t>(o)] += static_cast<int64_t>(row.size());
+      w.row_begin[static_cast<size_t>(b * g.out_channels + o + 1)] =
+          static_cast<int64_t>(w.offsets.size());
+    }
+  // Bucket sort of the channels by nonzero count, most first (§III-C).
+  const int64_t max_row = g.channels * taps;
+  std::vector<std::vector<int32_t>> buckets(static_cast<size_t>(max_row + 1));
+  for (int64_t o = 0; o < g.out_channels; ++o)
+    buckets[static_cast<size_t>(channel_nonzeros[static_cast<size_t>(o)])].push_back(
+        static_cast<int32_t>(o));
+  for (size_t b = buckets.size(); b-- > 0;)
+    w.order.insert(w.order.end(), buckets[b].begin(), buckets[b].end());
+  prep->kernel = kernel_for_isa(cpu::gemm_isa());
+  return prep;
+}
+
+void conv_sparse(const TileArgs& args) {
+  cpu::check_dense_tile_args(kVariant, args, 2, args.op && args.op->attrs.fused_residual ? 4 : 3,
+                             /*needs_prepared=*/true);
+  const auto& prep = *static_cast<const ConvSparsePrepared*>(args.prepared);
+  const cpu::ConvGeometry& g = prep.geometry;
+  const graph::Shape& x_shape = *args.inputs[0].shape;
+  const graph::Shape& y_shape = *args.output.shape;
+  const bool is_1d = g.rank == 3;
+  const bool same_shapes = x_shape.size() == g.rank && y_shape.size() == g.rank &&
+                           y_shape[0] == x_shape[0] && x_shape[1] == g.channels &&
+                           x_shape[g.rank - 1] == g.in_w && (is_1d || x_shape[2] == g.in_h) &&
+                           y_shape[1] == g.out_channels && y_shape[g.rank - 1] == g.out_w &&
+                           (is_1d || y_shape[2] == g.out_h);
+  if (!same_shapes)
+    cpu::fail_op(kVariant, args.op,
+                 "shapes differ from the prepared ones (input " + graph::shape_to_string(x_shape) +
+                     ", output " + graph::shape_to_string(y_shape) + ")");
+  if (args.input_count == 4 && *args.inputs[3].shape != y_shape)
+    cpu::fail_op(kVariant, args.op,
+                 "residual shape " + graph::shape_to_string(*args.inputs[3].shape) +
+                     " differs from the output shape " + graph::shape_to_string(y_shape));
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+
+  const float* bias = args.input_count >= 3 ? args.inputs[2].data : nullptr;
+  const cpu::GemmEpilogue epilogue{.bias = bias,
+                                   .activation = cpu::gemm_activation(args.op->attrs.activation),
+                                   .clip_min = args.op->attrs.clip_min,
+                                   .clip_max = args.op->attrs.clip_max};
+  const int64_t oc0 = r.begin[1], oc1 = r.end[1];
+  const int64_t oh0 = is_1d ? 0 : r.begin[2], oh1 = is_1d ? 1 : r.end[2];
+  const int64_t ow0 = r.begin[g.rank - 1], ow1 = r.end[g.rank - 1];
+  // Whole output rows, chunk_rows at a time, or one part-row at a time:
+  // each chunk's pixels are contiguous in pixel order.
+  const bool whole_rows = ow0 == 0 && ow1 == g.out_w;
+  const int64_t chunk_rows = whole_rows ? prep.chunk_rows : 1;
+  for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
+    for (int64_t oh = oh0; oh < oh1; oh += chunk_rows)
+      run_chunk(args, prep, n, oh, std::min(chunk_rows, oh1 - oh), ow0, ow1 - ow0, oc0, oc1,
+                epilogue);
+}
+
+}  // namespace tessera::kernels::sparse

@@ -1,0 +1,181 @@
+#pragma once
+// The SparDR sparse-convolution kernel (conv_spardr.cpp), written once over
+// xsimd batches and instantiated per ISA by conv_spardr_<isa>.cpp. Include
+// it from nowhere else: everything is in an anonymous namespace so no
+// function compiled for AVX-512 can be picked by the linker for a caller on
+// a baseline CPU (the rule of kernels/cpu/gemm_microkernel_impl.hpp).
+//
+// Lanes run along output pixels: each nonzero w of channel oc broadcasts w
+// and FMAs it with a vector of L at its precomputed offset (SparDR §III-C
+// index mapping). Unstructured nonzeros never fill a vector along output
+// channels, while every output pixel of a channel needs the same nonzeros,
+// so the pixel axis is the one that vectorises without waste.
+#include <xsimd/xsimd.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/dense_ops.hpp"
+#include "kernels/cpu/gemm_activation.hpp"
+#include "kernels/cpu/simd_fma.hpp"
+#include "kernels/sparse/conv_spardr_kernels.hpp"
+
+namespace tessera::kernels::sparse {
+namespace {
+
+using cpu::GemmBias;
+using cpu::GemmEpilogue;
+using cpu::GemmResidual;
+
+// dst[j] = epilogue(src[j]) for j < count: row m, columns n .. n + count of
+// the SGEMM epilogue's contract (gemm.hpp: bias, residual, activation in
+// conv_gemm's order, on gemm_activation.hpp's vector arithmetic, whose
+// lanes agree with the scalar epilogue bit for bit).
+template <class Arch>
+inline void finish_span(const float* src, float* dst, int64_t count, int64_t m, int64_t n,
+                        const GemmEpilogue& ep) {
+  using Batch = xsimd::batch<float, Arch>;
+  constexpr int64_t W = Batch::size;
+  const bool before = ep.residual_position == GemmResidual::kBeforeActivation;
+  const float* residual = ep.residual ? ep.residual + m * ep.ld_residual + n : nullptr;
+  int64_t j = 0;
+  for (; j + W <= count; j += W) {
+    Batch x = Batch::load_unaligned(src + j);
+    if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_unaligned(ep.bias + n + j);
+    if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
+    if (residual && before) x += Batch::load_unaligned(residual + j);
+    x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
+    if (residual && !before) x += Batch::load_unaligned(residual + j);
+    x.store_unaligned(dst + j);
+  }
+  if (j == count) return;
+  // The tail through the same vector arithmetic on a padded copy (a scalar
+  // call per element cost more than the sums on few-channel NHWC outputs).
+  alignas(64) float x_tail[W] = {}, bias_tail[W] = {}, residual_tail[W] = {};
+  const int64_t tail = count - j;
+  std::copy_n(src + j, tail, x_tail);
+  if (ep.bias_kind == GemmBias::kPerColumn) std::copy_n(ep.bias + n + j, tail, bias_tail);
+  if (residual) std::copy_n(residual + j, tail, residual_tail);
+  Batch x = Batch::load_aligned(x_tail);
+  if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_aligned(bias_tail);
+  if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
+  if (residual && before) x += Batch::load_aligned(residual_tail);
+  x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
+  if (residual && !before) x += Batch::load_aligned(residual_tail);
+  x.store_aligned(x_tail);
+  std::copy_n(x_tail, tail, dst + j);
+}
+
+// One output channel over MV vectors of pixels starting at l: out (+)= the
+// sum of w · L[offset + p] over its nonzeros [begin, end), in kChains
+// independent sums so consecutive FMAs do not wait on each other (the
+// loop is bound by its loads of L, one per FMA, so 4 sums in flight are
+// enough; more cost more to set up and reduce on short rows).
+template <class Batch, int MV>
+inline void channel_block(const float* l, const int32_t* offsets, const float* values,
+                          int64_t begin, int64_t end, bool accumulate, float* out) {
+  constexpr int W = static_cast<int>(Batch::size);
+  constexpr int kChains = MV >= 2 ? 2 : 4;
+  Batch acc[kChains][MV];
+#pragma GCC unroll 8
+  for (int c = 0; c < kChains; ++c)
+#pragma GCC unroll 4
+    for (int v = 0; v < MV; ++v) acc[c][v] = Batch(0.0f);
+  if (accumulate)
+#pragma GCC unroll 4
+    for (int v = 0; v < MV; ++v) acc[0][v] = Batch::load_unaligned(out + v * W);
+  int64_t p = begin;
+  for (; p + kChains <= end; p += kChains) {
+#pragma GCC unroll 8
+    for (int c = 0; c < kChains; ++c) {
+      const Batch w(values[p + c]);
+      const float* x = l + offsets[p + c];
+#pragma GCC unroll 4
+      for (int v = 0; v < MV; ++v)
+        acc[c][v] = cpu::fused_madd(w, Batch::load_unaligned(x + v * W), acc[c][v]);
+    }
+  }
+  for (; p < end; ++p) {
+    const Batch w(values[p]);
+    const float* x = l + offsets[p];
+#pragma GCC unroll 4
+    for (int v = 0; v < MV; ++v)
+      acc[0][v] = cpu::fused_madd(w, Batch::load_unaligned(x + v * W), acc[0][v]);
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < MV; ++v) {
+    Batch sum = acc[0][v];
+#pragma GCC unroll 8
+    for (int c = 1; c < kChains; ++c) sum += acc[c][v];
+    sum.store_unaligned(out + v * W);
+  }
+}
+
+// Every channel of the chunk over one block of MV vectors of pixels from
+// pixel p0 (`valid` of them real), then the epilogue: channel-major outputs
+// per channel straight from the sums, pixel-major ones after a transpose.
+template <class Arch, int MV>
+void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
+  using Batch = xsimd::batch<float, Arch>;
+  constexpr int64_t kBlock = MV * Batch::size;
+  const SpardrWeights& w = *chunk.weights;
+  const int64_t* row_begin = w.row_begin.data();
+  const int32_t* offsets = w.offsets.data();
+  const float* values = w.values.data();
+  const float* l = chunk.l + p0;
+  const GemmEpilogue& ep = *chunk.epilogue;
+  const int64_t channels = chunk.oc1 - chunk.oc0;
+  const int64_t blocks = w.channel_blocks, oc_count = w.out_channels;
+  // Groups of kChannelGroup output channels (their sums, 16 KiB, stay in
+  // L1), then input-channel blocks (their L slice stays in L1
+  // across the group), then the group's channels: in bucket order (§III-C),
+  // which groups channels of equal trip count; each channel's sums land at
+  // its own place whatever the order.
+  constexpr int64_t kChannelGroup = 128;
+  for (int64_t g0 = 0; g0 < channels; g0 += kChannelGroup) {
+    const int64_t g1 = std::min(channels, g0 + kChannelGroup);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t* begin = row_begin + b * oc_count;
+      for (int64_t i = g0; i < g1; ++i) {
+        const int32_t oc = chunk.channels[i];
+        if (b > 0 && begin[oc] == begin[oc + 1]) continue;  // nothing to add
+        float* sums = chunk.sums + (oc - chunk.oc0) * kSpardrMaxBlockPixels;
+        channel_block<Batch, MV>(l, offsets, values, begin[oc], begin[oc + 1], b > 0, sums);
+      }
+    }
+  }
+  if (!chunk.pixel_major) {
+    for (int64_t oc = chunk.oc0; oc < chunk.oc1; ++oc)
+      finish_span<Arch>(chunk.sums + (oc - chunk.oc0) * kSpardrMaxBlockPixels,
+                        chunk.y + oc * chunk.ld_y + p0, valid, oc, p0, ep);
+    return;
+  }
+  static_assert(kBlock <= kSpardrMaxBlockPixels);
+  cpu::transpose_panel(chunk.sums, kSpardrMaxBlockPixels, channels, valid, chunk.sums_t, channels);
+  for (int64_t j = 0; j < valid; ++j)
+    finish_span<Arch>(chunk.sums_t + j * channels, chunk.y + (p0 + j) * chunk.ld_y + chunk.oc0,
+                      channels, p0 + j, chunk.oc0, ep);
+}
+
+// A pixel block of `vectors` <= MV vectors, on the narrowest instance.
+template <class Arch, int MV>
+void pixel_block_of(const SpardrChunk& chunk, int64_t p0, int64_t valid, int64_t vectors) {
+  if constexpr (MV > 1)
+    if (vectors < MV) return pixel_block_of<Arch, MV - 1>(chunk, p0, valid, vectors);
+  pixel_block<Arch, MV>(chunk, p0, valid);
+}
+
+// The chunk's pixels in blocks of MaxMV vectors, the last block only as
+// many vectors as it has pixels for.
+template <class Arch, int MaxMV>
+void spardr_chunk_impl(const SpardrChunk& chunk) {
+  constexpr int64_t W = xsimd::batch<float, Arch>::size;
+  static_assert(MaxMV * W <= kSpardrMaxBlockPixels);
+  for (int64_t p0 = 0; p0 < chunk.pixels; p0 += MaxMV * W) {
+    const int64_t valid = std::min<int64_t>(MaxMV * W, chunk.pixels - p0);
+    pixel_block_of<Arch, MaxMV>(chunk, p0, valid, (valid + W - 1) / W);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::kernels::sparse

@@ -1,0 +1,67 @@
+#pragma once
+// The contract between conv_spardr.cpp's driver and the per-ISA SparDR
+// kernels (conv_spardr_<isa>.cpp, each compiled with its own target flags).
+// Internal to kernels/sparse.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/gemm.hpp"
+
+namespace tessera::kernels::sparse {
+
+// The weights after SparDR's KernelTransform (§III-C, §IV-A): CSR over the
+// output channels whose column index is already the nonzero's offset into
+// the reconstructed input L (the index matrix IM of Fig. 7(d)), so the
+// inner loop reads L at offsets[p] + pixel and does no address arithmetic.
+//
+// The input channels are cut into blocks whose part of L for one pixel
+// block fits in L1 (SparDR's channel-first order, Algorithm 1, blocked):
+// the nonzeros of output channel oc on input-channel block b are
+// [row_begin[b·OC + oc], row_begin[b·OC + oc + 1]), so a pixel block's L
+// slice is loaded from L2 once per block and reused by every output
+// channel, instead of once per output channel.
+struct SpardrWeights {
+  int64_t out_channels = 0;
+  int64_t channel_blocks = 1;
+  std::vector<int64_t> row_begin;  // [channel_blocks·OC + 1]
+  std::vector<int32_t> offsets;    // per nonzero: its window's start in L
+  std::vector<float> values;       // per nonzero
+  // Output channels bucket-sorted by nonzero count, most first (§III-C).
+  std::vector<int32_t> order;
+};
+
+// One chunk of output pixels (contiguous in the image's pixel order) ×
+// output channels [oc0, oc1): sums over `l`, then the epilogue into `y`.
+struct SpardrChunk {
+  const float* l = nullptr;  // L of the chunk; pixel p of a window at l + offset + p
+  const SpardrWeights* weights = nullptr;
+  int64_t oc0 = 0, oc1 = 0;
+  // The output channels of [oc0, oc1) in the weights' bucket order.
+  const int32_t* channels = nullptr;
+  int64_t pixels = 0;
+  // Channel-major (NCHW): channel oc, pixel p at y[oc·ld_y + p], bias per
+  // row. Pixel-major (NHWC): y[p·ld_y + oc], bias per column. The
+  // epilogue's residual is indexed the same way as y.
+  float* y = nullptr;
+  int64_t ld_y = 0;
+  bool pixel_major = false;
+  const cpu::GemmEpilogue* epilogue = nullptr;
+  float* sums = nullptr;    // scratch: (oc1 - oc0) × kSpardrMaxBlockPixels
+  float* sums_t = nullptr;  // scratch (pixel-major only): the same, transposed
+};
+
+// The widest pixel block any ISA computes at once (AVX-512: 2 vectors of
+// 16, AVX2: 4 of 8): L needs this many floats of readable slack past its
+// end. Every nonzero costs one vector load of L per FMA (unstructured
+// nonzeros allow no register reuse), so the kernel is bound by loads;
+// 2 AVX-512 vectors measured as fast as 4 and halve a channel group's sums
+// (which share L1 with a channel block's slice of L).
+inline constexpr int64_t kSpardrMaxBlockPixels = 32;
+
+using SpardrKernel = void (*)(const SpardrChunk&);
+
+void spardr_chunk__avx512(const SpardrChunk& chunk);
+void spardr_chunk__avx2(const SpardrChunk& chunk);
+void spardr_chunk__sse2(const SpardrChunk& chunk);
+
+}  // namespace tessera::kernels::sparse

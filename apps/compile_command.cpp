@@ -30,6 +30,7 @@ struct CompileArgs {
   bool quiet = false;
   bool reference_kernels = false;
   bool no_winograd = false;
+  bool no_sparse_kernels = false;
   bool tune = false;
   int32_t tune_iterations = 10;
   std::string layout = "auto";
@@ -118,6 +119,11 @@ BuiltTileGraph build_tile_graph(graph::Graph g, const graph::CompileOptions& opt
   graph::TileGraph& tiles = built.tiles;
   std::vector<std::string_view> disabled;
   if (args.no_winograd) disabled.push_back("cpu.conv_winograd");
+  // Tessera-dense on a pruned model (bench/e2e/compare_sparse.py). Names that
+  // are not registered (cpu.conv_sparse until it lands) are simply never met.
+  if (args.no_sparse_kernels)
+    for (std::string_view v : {"cpu.gemm_sparse", "cpu.matmul_sparse", "cpu.conv_sparse"})
+      disabled.push_back(v);
   const auto choices =
       kernels::choose_kernels(tiles,
                               args.reference_kernels ? kernels::KernelPolicy::ReferenceOnly
@@ -222,6 +228,9 @@ Command add_compile_command(CLI::App& app) {
                 "Use the scalar reference kernels everywhere (for checking and A/B runs)");
   sub->add_flag("--no-winograd", args->no_winograd,
                 "Never use the Winograd 3x3 conv kernel (cpu.conv_winograd), for A/B runs");
+  sub->add_flag("--no-sparse-kernels", args->no_sparse_kernels,
+                "Never use the sparse-weight kernels (cpu.gemm_sparse, cpu.matmul_sparse, "
+                "cpu.conv_sparse): pruned weights run dense, for A/B runs");
   sub->add_flag("--tune", args->tune,
                 "Measure candidate tiles-per-op settings on this machine at --threads and keep "
                 "the fastest (ASPEN Fig. 10a)");

@@ -137,6 +137,8 @@ constexpr TileKernelVariant kKernelTable[] = {
     // Only where the user allowed 8-bit weights (SparTA §3.3 bit rounding).
     {OpType::MatMul, "cpu.matmul_int8", cpu::matmul_int8, cpu::prepare_matmul_int8,
      cpu::matmul_int8_applies, 30, LayoutSupport::NchwOnly},
+    {OpType::Gemm, "cpu.gemm_int8", cpu::gemm_int8, cpu::prepare_gemm_int8, cpu::gemm_int8_applies,
+     30, LayoutSupport::NchwOnly},
     {OpType::MatMul, "cpu.matmul_sparse", sparse::matmul_sparse, sparse::prepare_matmul_sparse,
      sparse::matmul_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
     // SparDR sparse conv (kernels/sparse/conv_spardr.hpp): above every dense

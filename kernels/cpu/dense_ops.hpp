@@ -166,4 +166,68 @@ void run_prepared_matmul(std::string_view variant, const TileArgs& args, int64_t
   for_each_batched_gemm_tile(r, a_shape, [&](const GemmTile& t) { tile(t, ep); });
 }
 
+// gemm_applies() plus what a variant that prepares B itself needs: no
+// trans_a, a constant C.
+std::optional<std::string> gemm_constant_b_applies(const graph::Operator& op,
+                                                   std::span<const ConstTensorView> inputs);
+// B · alpha (count floats), copied into `copy` only when alpha != 1.
+const float* alpha_scaled_weight(const float* b, size_t count, float alpha,
+                                 std::vector<float>& copy);
+
+// Gemm's constant beta·C for a variant that prepares B itself (sparse, int8):
+// the epilogue slot it takes, scaled once at prepare time.
+struct PreparedGemmC {
+  enum class Form { kNone, kPerColumn, kPerRow, kFull };
+  Form form = Form::kNone;
+  std::vector<float> scaled;  // beta·C: [N], [M] or [M, N]
+};
+// gemm_applies() must have accepted the op (C broadcasts to [M, N]).
+PreparedGemmC prepare_gemm_c(const graph::Operator& op, std::span<const ConstTensorView> inputs,
+                             int64_t m, int64_t n);
+
+// The run() of such a Gemm variant: checks A, Y, C and the fused residual
+// against the prepared sizes, builds the epilogue (activation, C, residual)
+// and calls tile(GemmTile, epilogue) for the region.
+template <class TileFn>
+void run_prepared_gemm(std::string_view variant, const TileArgs& args, int64_t m, int64_t k,
+                       int64_t n, const PreparedGemmC& c, TileFn&& tile) {
+  const bool has_residual = args.op && args.op->attrs.fused_residual;
+  check_dense_tile_args(variant, args, has_residual ? 4 : 2, has_residual ? 4 : 3,
+                        /*needs_prepared=*/true);
+  const graph::Shape& a_shape = *args.inputs[0].shape;
+  if (a_shape != graph::Shape{m, k} || *args.output.shape != graph::Shape{m, n})
+    fail_op(variant, args.op,
+            "shapes differ from the prepared ones (A " + graph::shape_to_string(a_shape) + ", Y " +
+                graph::shape_to_string(*args.output.shape) + ")");
+  if ((c.form != PreparedGemmC::Form::kNone) != (args.input_count >= 3))
+    fail_op(variant, args.op, "C present at prepare time but not now, or the reverse");
+  // The fused residual (input 3, [M, N]); gemm_applies() ruled out a full
+  // [M, N] C beside it, which would take the same epilogue slot.
+  const float* residual = has_residual ? args.inputs[3].data : nullptr;
+  if (residual &&
+      (*args.inputs[3].shape != graph::Shape{m, n} || c.form == PreparedGemmC::Form::kFull))
+    fail_op(variant, args.op,
+            "fused residual " + graph::shape_to_string(*args.inputs[3].shape) +
+                " is not [M, N], or C is [M, N] too");
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+  const graph::OpAttributes& attrs = args.op->attrs;
+  GemmEpilogue ep{.activation = gemm_activation(attrs.activation),
+                  .clip_min = attrs.clip_min,
+                  .clip_max = attrs.clip_max};
+  if (c.form == PreparedGemmC::Form::kPerColumn || c.form == PreparedGemmC::Form::kPerRow) {
+    ep.bias = c.scaled.data();
+    ep.bias_kind =
+        c.form == PreparedGemmC::Form::kPerColumn ? GemmBias::kPerColumn : GemmBias::kPerRow;
+  } else if (c.form == PreparedGemmC::Form::kFull) {
+    ep.residual = c.scaled.data();
+    ep.ld_residual = n;
+  }
+  if (residual) {
+    ep.residual = residual;
+    ep.ld_residual = n;
+  }
+  tile(GemmTile{.m0 = r.begin[0], .m1 = r.end[0], .n0 = r.begin[1], .n1 = r.end[1]}, ep);
+}
+
 }  // namespace tessera::kernels::cpu

@@ -135,4 +135,45 @@ std::optional<std::string> conv_geometry(const graph::Operator& op, const graph:
   return std::nullopt;
 }
 
+std::optional<std::string> gemm_constant_b_applies(const graph::Operator& op,
+                                                   std::span<const ConstTensorView> inputs) {
+  if (auto why = gemm_applies(op, inputs)) return why;
+  if (op.attrs.trans_a) return "trans_a is not supported (the dense kernel transposes A)";
+  if (inputs.size() >= 3 && !inputs[2].data) return "C is not constant";
+  return std::nullopt;
+}
+
+const float* alpha_scaled_weight(const float* b, size_t count, float alpha,
+                                 std::vector<float>& copy) {
+  if (alpha == 1.0f) return b;
+  copy.assign(b, b + count);
+  for (float& v : copy) v *= alpha;
+  return copy.data();
+}
+
+PreparedGemmC prepare_gemm_c(const graph::Operator& op, std::span<const ConstTensorView> inputs,
+                             int64_t m, int64_t n) {
+  PreparedGemmC out;
+  if (inputs.size() < 3) return out;
+  const graph::Shape& c_shape = *inputs[2].shape;
+  const float* c = inputs[2].data;
+  const int64_t c_rows = c_shape.size() == 2 ? c_shape[0] : 1;
+  const int64_t c_cols = c_shape.empty() ? 1 : c_shape.back();
+  const float beta = op.attrs.beta;
+  if (c_rows == 1) {
+    out.form = PreparedGemmC::Form::kPerColumn;
+    out.scaled.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) out.scaled[j] = beta * c[c_cols == 1 ? 0 : j];
+  } else if (c_cols == 1) {
+    out.form = PreparedGemmC::Form::kPerRow;
+    out.scaled.resize(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) out.scaled[i] = beta * c[i];
+  } else {
+    out.form = PreparedGemmC::Form::kFull;
+    out.scaled.assign(c, c + m * n);
+    for (float& v : out.scaled) v *= beta;
+  }
+  return out;
+}
+
 }  // namespace tessera::kernels::cpu

@@ -12,9 +12,10 @@ Checks, on a small CNN whose first conv has a pruned output channel (weights and
       pattern, bad ratio, missing / garbage / wrong-shape mask) fail with one "error:" line;
   (e) the kernel choice sees propagated zeros: a MatMul whose weight rows propagation zeroes
       goes from a dense kernel to cpu.matmul_sparse, and still matches ONNX Runtime;
-  (f) "bits": 8 on a MatMul weight picks cpu.matmul_int8 (on CPUs with AVX-512 VNNI; elsewhere
-      the report must not) and its outputs stay within int8_error_bound (gemm_int8.hpp) of
-      ONNX Runtime's float32 ones, element by element, while the unannotated MatMul stays float.
+  (f) "bits": 8 on a MatMul / Gemm weight picks cpu.matmul_int8 / cpu.gemm_int8 (on CPUs with
+      AVX-512 VNNI; elsewhere the report must not) and the outputs stay within
+      int8_error_bound (gemm_int8.hpp) of ONNX Runtime's float32 ones, element by element,
+      while the unannotated MatMul stays float.
 Prints `N passed, M failed`; exits 1 if M > 0.
 
     test_sparsity.py --tessera PATH --work-dir DIR
@@ -133,12 +134,12 @@ def main() -> int:
   np.save(os.path.join(work, "keep_w2.npy"), keep)
   ann = os.path.join(work, "ann.json")
   with open(ann, "w") as f:
-    json.dump({"tensors": [{"tensor": "fc.weight", "pruned": "magnitude:0.5", "bits": 8},
+    json.dump({"tensors": [{"tensor": "fc.weight", "pruned": "magnitude:0.5", "bits": 16},
                            {"tensor": "w2", "pruned": "mask:keep_w2.npy"}]}, f)
   ann_tess = os.path.join(work, "ann.tess")
   report = run([args.tessera, "compile", onnx_path, "-o", ann_tess, "--sparsity", ann]).stdout
-  check(re.search(r"^\s+fc\.weight\s+weight\s+\S+\s+30\s+50\.0%\s+[0-9.]+%\s+8$", report,
-                  re.MULTILINE) is not None, "fc.weight row: expected 50.0% before, 8 bits")
+  check(re.search(r"^\s+fc\.weight\s+weight\s+\S+\s+30\s+50\.0%\s+[0-9.]+%\s+16$", report,
+                  re.MULTILINE) is not None, "fc.weight row: expected 50.0% before, 16 bits")
   pruned = dict(weights)
   fc = pruned["fc.weight"].astype(np.float32).copy().reshape(-1)
   fc[np.argsort(np.abs(fc), kind="stable")[:15]] = 0.0
@@ -187,29 +188,38 @@ def main() -> int:
   # (f) bit rounding: int8 where the annotation allows it
   w3 = rng.standard_normal([96, 48]).astype(np.float32)
   w4 = rng.standard_normal([48, 40]).astype(np.float32)
+  w5 = rng.standard_normal([24, 48]).astype(np.float32)
+  c5 = rng.standard_normal([24]).astype(np.float32)
   q = helper.make_model(helper.make_graph(
       [helper.make_node("MatMul", ["x", "w3"], ["h"], name="mm_int8"),
-       helper.make_node("MatMul", ["x2", "w4"], ["y2"], name="mm_float")], "int8",
+       helper.make_node("MatMul", ["x2", "w4"], ["y2"], name="mm_float"),
+       helper.make_node("Gemm", ["x2", "w5", "c5"], ["g"], name="gemm_int8", transB=1,
+                        alpha=0.5)], "int8",
       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 96]),
        helper.make_tensor_value_info("x2", TensorProto.FLOAT, [5, 48])],
       [helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 7, 48]),
-       helper.make_tensor_value_info("y2", TensorProto.FLOAT, [5, 40])],
-      [numpy_helper.from_array(w3, "w3"), numpy_helper.from_array(w4, "w4")]),
+       helper.make_tensor_value_info("y2", TensorProto.FLOAT, [5, 40]),
+       helper.make_tensor_value_info("g", TensorProto.FLOAT, [5, 24])],
+      [numpy_helper.from_array(w3, "w3"), numpy_helper.from_array(w4, "w4"),
+       numpy_helper.from_array(w5, "w5"), numpy_helper.from_array(c5, "c5")]),
       opset_imports=[helper.make_opsetid("", 13)])
   q.ir_version = 8
   q_path = os.path.join(work, "int8.onnx")
   onnx.save(q, q_path)
   bits = os.path.join(work, "bits.json")
   with open(bits, "w") as f:
-    json.dump([{"tensor": "w3", "bits": 8}], f)
+    json.dump([{"tensor": "w3", "bits": 8}, {"tensor": "w5", "bits": 8}], f)
   out = run([args.tessera, "compile", q_path, "-o", os.path.join(work, "int8.tess"), "--sparsity",
              bits]).stdout
-  chosen = dict(re.findall(r"^\s+(mm_int8|mm_float)\s+MatMul\s+(\S+)", out, re.MULTILINE))
+  chosen = dict(re.findall(r"^\s+(mm_int8|mm_float|gemm_int8)\s+(?:MatMul|Gemm)\s+(\S+)", out,
+                          re.MULTILINE))
   vnni = "avx512_vnni" in open("/proc/cpuinfo").read()
   check(chosen.get("mm_float") not in (None, "cpu.matmul_int8"),
         f"the unannotated MatMul got {chosen.get('mm_float')}")
   check((chosen.get("mm_int8") == "cpu.matmul_int8") == vnni,
         f"the 8-bit MatMul got {chosen.get('mm_int8')} on a CPU with{'' if vnni else 'out'} VNNI")
+  check((chosen.get("gemm_int8") == "cpu.gemm_int8") == vnni,
+        f"the 8-bit Gemm got {chosen.get('gemm_int8')} on a CPU with{'' if vnni else 'out'} VNNI")
   xq = rng.standard_normal([2, 7, 96]).astype(np.float32)
   x2 = rng.standard_normal([5, 48]).astype(np.float32)
   np.save(os.path.join(work, "xq.npy"), xq)
@@ -220,19 +230,24 @@ def main() -> int:
        f"x={os.path.join(work, 'xq.npy')}", "--input", f"x2={os.path.join(work, 'x2.npy')}",
        "--output-dir", out_dir, "--iterations", 1, "--warmup", 0])
   h = np.load(os.path.join(out_dir, "h.npy")).reshape(14, 48).astype(np.float64)
-  want_h, want_y2 = ort.InferenceSession(q.SerializeToString(), providers=["CPUExecutionProvider"]
-                                         ).run(None, {"x": xq, "x2": x2})
-  a = np.abs(xq.reshape(14, 96).astype(np.float64))
-  b = np.abs(w3.astype(np.float64))
-  ea = a.max(axis=1, keepdims=True) / 127 / 2
-  eb = b.max(axis=0, keepdims=True) / 127 / 2
-  bound = (a.sum(axis=1, keepdims=True) * eb + b.sum(axis=0, keepdims=True) * ea + 96 * ea * eb +
-           1e-5 * (a @ b + a.sum(axis=1, keepdims=True) * b.max(axis=0, keepdims=True) +
-                   b.sum(axis=0, keepdims=True) * a.max(axis=1, keepdims=True)))
-  err = np.abs(h - want_h.reshape(14, 48))
-  check(bool(np.all(err <= bound)), f"int8 MatMul error {err.max():.3g} exceeds its bound")
-  if vnni:  # int8 really ran: not bit-equal to float32
-    check(err.max() > 0, "the int8 MatMul equals float32 exactly: quantization did not run")
+  want_h, want_y2, want_g = ort.InferenceSession(
+      q.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xq, "x2": x2})
+  def int8_bound(a, b):  # int8_error_bound() of gemm_int8.hpp, for every element of a @ b
+    a, b = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
+    ea = a.max(axis=1, keepdims=True) / 127 / 2
+    eb = b.max(axis=0, keepdims=True) / 127 / 2
+    return (a.sum(axis=1, keepdims=True) * eb + b.sum(axis=0, keepdims=True) * ea +
+            a.shape[1] * ea * eb +
+            1e-5 * (a @ b + a.sum(axis=1, keepdims=True) * b.max(axis=0, keepdims=True) +
+                    b.sum(axis=0, keepdims=True) * a.max(axis=1, keepdims=True)))
+
+  g = np.load(os.path.join(out_dir, "g.npy")).astype(np.float64)
+  for name, err, bound in (
+      ("MatMul", np.abs(h - want_h.reshape(14, 48)), int8_bound(xq.reshape(14, 96), w3)),
+      ("Gemm", np.abs(g - want_g), int8_bound(x2, 0.5 * w5.T))):
+    check(bool(np.all(err <= bound)), f"int8 {name} error {err.max():.3g} exceeds its bound")
+    if vnni:  # int8 really ran: not bit-equal to float32
+      check(err.max() > 0, f"the int8 {name} equals float32 exactly: quantization did not run")
   check(close(np.load(os.path.join(out_dir, "y2.npy")), want_y2),
         "the float MatMul beside the int8 one differs from ONNX Runtime")
 

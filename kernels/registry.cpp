@@ -139,6 +139,10 @@ constexpr TileKernelVariant kKernelTable[] = {
      cpu::matmul_int8_applies, 30, LayoutSupport::NchwOnly},
     {OpType::Gemm, "cpu.gemm_int8", cpu::gemm_int8, cpu::prepare_gemm_int8, cpu::gemm_int8_applies,
      30, LayoutSupport::NchwOnly},
+    {OpType::MatMul, "cpu.matmul_int8_blocks", cpu::matmul_int8_blocks,
+     cpu::prepare_matmul_int8_blocks, cpu::matmul_int8_blocks_applies, 31, LayoutSupport::NchwOnly},
+    {OpType::Gemm, "cpu.gemm_int8_blocks", cpu::gemm_int8_blocks, cpu::prepare_gemm_int8_blocks,
+     cpu::gemm_int8_blocks_applies, 31, LayoutSupport::NchwOnly},
     {OpType::MatMul, "cpu.matmul_sparse", sparse::matmul_sparse, sparse::prepare_matmul_sparse,
      sparse::matmul_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
     // SparDR sparse conv (kernels/sparse/conv_spardr.hpp): above every dense

@@ -74,7 +74,19 @@ void QuantizedMatrix::Free::operator()(int8_t* p) const {
   std::free(p);
 }
 
-QuantizedMatrix quantize_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed) {
+double int8_block_coverage(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed) {
+  const int64_t kb = (k + kInt8Block - 1) / kInt8Block, nb = (n + kInt8Block - 1) / kInt8Block;
+  std::vector<char> used(static_cast<size_t>(kb * nb), 0);
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j)
+      if ((transposed ? b[j * ldb + kk] : b[kk * ldb + j]) != 0.0f)
+        used[static_cast<size_t>((kk / kInt8Block) * nb + j / kInt8Block)] = 1;
+  return static_cast<double>(std::count(used.begin(), used.end(), 1)) /
+         static_cast<double>(kb * nb);
+}
+
+QuantizedMatrix quantize_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed,
+                           Int8Layout layout) {
   if (k < 1 || n < 1 || ldb < (transposed ? k : n))
     throw std::invalid_argument("quantize_b: bad shape K=" + std::to_string(k) +
                                 " N=" + std::to_string(n) + " ldb=" + std::to_string(ldb));
@@ -86,14 +98,15 @@ QuantizedMatrix quantize_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
   q.k_ = k;
   q.n_ = n;
   q.isa_ = int8_isa();
+  q.layout_ = layout;
   const auto at = [&](int64_t kk, int64_t j) {
     return transposed ? b[j * ldb + kk] : b[kk * ldb + j];
   };
-  const int64_t columns = q.panels() * QuantizedMatrix::kPanel;
-  const int64_t bytes = q.panels() * q.k_groups() * QuantizedMatrix::kPanel * 4;
-  q.data_.reset(static_cast<int8_t*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
-  if (!q.data_) throw std::bad_alloc();
-  std::memset(q.data_.get(), 0, static_cast<size_t>(bytes));
+  // Every column quantized dense first ([column][k], K rounded up to whole
+  // blocks, zero past K); the layout then copies what it stores.
+  const int64_t columns = q.strips() * kInt8Block;
+  const int64_t depth = (k + kInt8Block - 1) / kInt8Block * kInt8Block;
+  std::vector<int8_t> qb(static_cast<size_t>(columns * depth), 0);
   q.scale_.assign(static_cast<size_t>(columns), 0.0f);
   q.compensation_.assign(static_cast<size_t>(columns), 0);
   for (int64_t j = 0; j < n; ++j) {
@@ -107,16 +120,52 @@ QuantizedMatrix quantize_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
     }
     float inv = 0.0f;
     int8_detail::row_scale(amax, &q.scale_[static_cast<size_t>(j)], &inv);
-    int8_t* panel = q.data_.get() + (j / QuantizedMatrix::kPanel) * q.k_groups() * 64;
-    const int64_t lane = j % QuantizedMatrix::kPanel;
     int32_t sum = 0;
     for (int64_t kk = 0; kk < k; ++kk) {
       const auto v = static_cast<int8_t>(int8_detail::quantize_scalar(at(kk, j), inv) - 128);
-      panel[(kk / 4) * 64 + lane * 4 + kk % 4] = v;
+      qb[static_cast<size_t>(j * depth + kk)] = v;
       sum += v;
     }
     q.compensation_[static_cast<size_t>(j)] = 128 * sum;
   }
+  // One group: 16 columns × 4 k, column-major within (vpdpbusd's operand).
+  const auto store_group = [&](int8_t* out, int64_t column0, int64_t kk0) {
+    for (int64_t lane = 0; lane < QuantizedMatrix::kPanel; ++lane)
+      for (int64_t t = 0; t < 4; ++t)
+        out[lane * 4 + t] = qb[static_cast<size_t>((column0 + lane) * depth + kk0 + t)];
+  };
+  const auto allocate = [&](int64_t bytes) {
+    q.data_.reset(static_cast<int8_t*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
+    if (!q.data_) throw std::bad_alloc();
+  };
+  if (layout == Int8Layout::kDense) {
+    allocate(std::max<int64_t>(q.panels() * q.k_groups() * 64, 64));
+    for (int64_t p = 0; p < q.panels(); ++p)
+      for (int64_t g = 0; g < q.k_groups(); ++g)
+        store_group(q.data_.get() + (p * q.k_groups() + g) * 64, p * QuantizedMatrix::kPanel,
+                    g * 4);
+    return q;
+  }
+  const int64_t k_blocks = depth / kInt8Block;
+  const auto block_is_zero = [&](int64_t s, int64_t kb) {
+    for (int64_t j = s * kInt8Block; j < (s + 1) * kInt8Block; ++j)
+      for (int64_t kk = kb * kInt8Block; kk < (kb + 1) * kInt8Block; ++kk)
+        if (qb[static_cast<size_t>(j * depth + kk)] != 0) return false;
+    return true;
+  };
+  q.strip_blocks_.push_back(0);
+  for (int64_t s = 0; s < q.strips(); ++s) {
+    for (int64_t kb = 0; kb < k_blocks; ++kb)
+      if (!block_is_zero(s, kb)) q.block_group_.push_back(static_cast<int32_t>(kb * 8));
+    q.strip_blocks_.push_back(q.stored_blocks());
+  }
+  allocate(std::max<int64_t>(q.stored_blocks() * 1024, 64));
+  for (int64_t s = 0; s < q.strips(); ++s)
+    for (int64_t i = q.strip_blocks_[s]; i < q.strip_blocks_[s + 1]; ++i)
+      for (int64_t half = 0; half < 2; ++half)
+        for (int64_t g = 0; g < 8; ++g)
+          store_group(q.data_.get() + i * 1024 + half * 512 + g * 64,
+                      s * kInt8Block + half * QuantizedMatrix::kPanel, (q.block_group_[i] + g) * 4);
   return q;
 }
 
@@ -124,7 +173,7 @@ namespace int8_detail {
 
 void rows_portable(const RowBlock& blk) {
   const QuantizedMatrix& b = *blk.b;
-  const int64_t k = b.k(), groups = b.k_groups();
+  const int64_t k = b.k(), padded = b.a_groups() * 4;
   for (int64_t m = blk.m0; m < blk.m1; ++m) {
     const float* a = blk.a + m * blk.lda;
     uint8_t* qa = blk.qa + (m - blk.m0) * blk.qa_stride;
@@ -134,14 +183,26 @@ void rows_portable(const RowBlock& blk) {
     float& sa = blk.sa[m - blk.m0];
     row_scale(amax, &sa, &inv);
     for (int64_t kk = 0; kk < k; ++kk) qa[kk] = quantize_scalar(a[kk], inv);
-    for (int64_t kk = k; kk < groups * 4; ++kk) qa[kk] = 128;
+    for (int64_t kk = k; kk < padded; ++kk) qa[kk] = 128;
     float* c = blk.c + m * blk.ldc;
     for (int64_t j = blk.n0; j < blk.n1; ++j) {
-      const int8_t* panel =
-          b.panel(j / QuantizedMatrix::kPanel) + (j % QuantizedMatrix::kPanel) * 4;
+      // Groups of 64 bytes, each 16 columns × 4 k; this column's 4 bytes at lane·4.
+      const auto dot = [&](const int8_t* groups, int64_t group0, int64_t count) {
+        int32_t acc = 0;
+        const int8_t* lane = groups + (j % QuantizedMatrix::kPanel) * 4;
+        for (int64_t g = 0; g < count; ++g)
+          for (int t = 0; t < 4; ++t)
+            acc += int32_t{qa[(group0 + g) * 4 + t]} * int32_t{lane[g * 64 + t]};
+        return acc;
+      };
       int32_t acc = 0;
-      for (int64_t g = 0; g < groups; ++g)
-        for (int t = 0; t < 4; ++t) acc += int32_t{qa[g * 4 + t]} * int32_t{panel[g * 64 + t]};
+      if (b.layout() == Int8Layout::kDense) {
+        acc = dot(b.panel(j / QuantizedMatrix::kPanel), 0, b.k_groups());
+      } else {
+        const int64_t s = j / kInt8Block, half = (j % kInt8Block) / QuantizedMatrix::kPanel;
+        for (int64_t i = b.strip_blocks()[s]; i < b.strip_blocks()[s + 1]; ++i)
+          acc += dot(b.block(i) + half * 512, b.block_group()[i], 8);
+      }
       const float scale = sa * b.scale()[j];
       c[j] = static_cast<float>(acc - b.compensation()[j]) * scale;
     }
@@ -161,7 +222,7 @@ void int8_gemm_tile(const float* a, int64_t lda, const QuantizedMatrix& b, float
   thread_local Int8Scratch scratch;
   RowBlock blk{.a = a, .lda = lda, .b = &b, .c = c, .ldc = ldc, .n0 = tile.n0, .n1 = tile.n1};
   // Rows padded to 64 bytes so every row starts cache-aligned.
-  blk.qa_stride = (b.k_groups() * 4 + 63) / 64 * 64;
+  blk.qa_stride = (b.a_groups() * 4 + 63) / 64 * 64;
   const int64_t rows = std::min(kRowBlock, tile.m1 - tile.m0);
   scratch.qa.resize(static_cast<size_t>(rows * blk.qa_stride));
   scratch.sa.resize(static_cast<size_t>(rows));

@@ -32,6 +32,15 @@
 namespace tessera::kernels::cpu {
 
 enum class Int8Isa { kPortable, kAvx512Vnni };
+
+// How quantize_b() stores B: every element, or only the 32×32 blocks of B
+// (32 k × 32 columns) that hold a nonzero int8 value: SparTA's block-sparse
+// TeSA at 8 bits (§3.3), one k offset per block and none per element. Both
+// give the same bits (a dropped block's products are all zero).
+enum class Int8Layout { kDense, kBlocks32 };
+inline constexpr int kInt8Block = 32;
+// The fraction of B's 32×32 blocks (edge blocks included) that hold a nonzero.
+double int8_block_coverage(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed);
 bool int8_isa_supported(Int8Isa isa);
 std::string_view int8_isa_name(Int8Isa isa);
 // The best the CPU supports unless set_int8_isa() forced one.
@@ -40,28 +49,47 @@ Int8Isa int8_isa();
 // the CPU cannot run it. Not thread-safe with concurrent quantize_b().
 void set_int8_isa(Int8Isa isa);
 
-// B [K, N] as int8, in panels of 16 columns: panel p holds columns
-// [16p, 16p + 16) (zero past N) as ceil(K/4) groups of 16 columns × 4
-// consecutive k (64 bytes: one vpdpbusd operand), K past the matrix zero.
+// B [K, N] as int8. The unit is a group of 16 columns × 4 consecutive k
+// (64 bytes: one vpdpbusd operand), K past the matrix zero.
+//  - kDense: panel p holds columns [16p, 16p + 16) (zero past N) as
+//    k_groups() groups, at panel(p).
+//  - kBlocks32: strip s holds columns [32s, 32s + 32) as its stored blocks
+//    strip_blocks()[s] .. strip_blocks()[s + 1]; block i starts at k group
+//    block_group()[i] and holds 8 groups of its first 16 columns, then 8 of
+//    the next 16 (1024 bytes at block(i)).
 class QuantizedMatrix {
  public:
   static constexpr int kPanel = 16;
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   int64_t k_groups() const { return (k_ + 3) / 4; }
+  // Groups of A a row is quantized into (K rounded up to whole blocks).
+  int64_t a_groups() const {
+    return layout_ == Int8Layout::kDense ? k_groups() : (k_ + kInt8Block - 1) / kInt8Block * 8;
+  }
   int64_t panels() const { return (n_ + kPanel - 1) / kPanel; }
   const int8_t* panel(int64_t p) const { return data_.get() + p * k_groups() * kPanel * 4; }
-  const float* scale() const { return scale_.data(); }                  // sb, [panels·16]
-  const int32_t* compensation() const { return compensation_.data(); }  // 128·Σk qb
+  int64_t strips() const { return (n_ + kInt8Block - 1) / kInt8Block; }
+  const int64_t* strip_blocks() const { return strip_blocks_.data(); }
+  const int32_t* block_group() const { return block_group_.data(); }
+  const int8_t* block(int64_t i) const { return data_.get() + i * 1024; }
+  int64_t stored_blocks() const { return static_cast<int64_t>(block_group_.size()); }
+  // sb and 128·Σk qb per column, padded with zeros to whole strips.
+  const float* scale() const { return scale_.data(); }
+  const int32_t* compensation() const { return compensation_.data(); }
   Int8Isa isa() const { return isa_; }
+  Int8Layout layout() const { return layout_; }
 
  private:
   struct Free {
     void operator()(int8_t* p) const;
   };
-  friend QuantizedMatrix quantize_b(const float*, int64_t, int64_t, int64_t, bool);
+  friend QuantizedMatrix quantize_b(const float*, int64_t, int64_t, int64_t, bool, Int8Layout);
   int64_t k_ = 0, n_ = 0;
   Int8Isa isa_ = Int8Isa::kPortable;
+  Int8Layout layout_ = Int8Layout::kDense;
+  std::vector<int64_t> strip_blocks_;
+  std::vector<int32_t> block_group_;
   std::unique_ptr<int8_t[], Free> data_;
   std::vector<float> scale_;
   std::vector<int32_t> compensation_;
@@ -70,7 +98,8 @@ class QuantizedMatrix {
 // Quantizes B [K, N] (transposed = false: b[k·ldb + n]) or B^T stored as
 // [N, K] (transposed = true: b[n·ldb + k]). Throws std::invalid_argument on a
 // bad shape, a non-finite weight, or K ≥ 2^24 (s32 sums could overflow).
-QuantizedMatrix quantize_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed);
+QuantizedMatrix quantize_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed,
+                           Int8Layout layout = Int8Layout::kDense);
 
 // C[m0:m1, n0:n1] = the quantized product, then the epilogue (same contract
 // as gemm_tile(); `accumulate` is not supported). Thread-safe: per-thread

@@ -54,20 +54,15 @@ float quantize_row(const float* a, int64_t k, int64_t padded, uint8_t* qa) {
   return scale;
 }
 
-// C[rows, panel columns] for MR rows and NV panels starting at panel p.
+// acc[r][v] += Σ over `groups` groups: qa[r] at group0 + g times the
+// 64-byte operand at b + v·panel_bytes + g·64.
 template <int MR, int NV>
-void block(const RowBlock& blk, int64_t row, int64_t p) {
-  const QuantizedMatrix& b = *blk.b;
-  const int64_t groups = b.k_groups();
-  const int8_t* panel = b.panel(p);
-  const int64_t panel_bytes = groups * 64;
-  const uint8_t* qa = blk.qa + (row - blk.m0) * blk.qa_stride;
-  __m512i acc[MR][NV];
-  for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
+inline void multiply(const RowBlock& blk, int64_t row, const int8_t* b, int64_t panel_bytes,
+                     int64_t group0, int64_t groups, __m512i (&acc)[MR][NV]) {
+  const uint8_t* qa = blk.qa + (row - blk.m0) * blk.qa_stride + group0 * 4;
   for (int64_t g = 0; g < groups; ++g) {
     __m512i bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_si512(panel + v * panel_bytes + g * 64);
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_si512(b + v * panel_bytes + g * 64);
     for (int r = 0; r < MR; ++r) {
       int32_t four;
       std::memcpy(&four, qa + r * blk.qa_stride + g * 4, sizeof four);
@@ -75,6 +70,12 @@ void block(const RowBlock& blk, int64_t row, int64_t p) {
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, bv[v]);
     }
   }
+}
+
+// C = (acc − compensation) · sa · sb for MR rows and NV panels from panel p.
+template <int MR, int NV>
+inline void store(const RowBlock& blk, int64_t row, int64_t p, __m512i (&acc)[MR][NV]) {
+  const QuantizedMatrix& b = *blk.b;
   for (int v = 0; v < NV; ++v) {
     const int64_t col = (p + v) * kLanes;
     // Only the tile's columns are written (a tile may start or end inside a panel).
@@ -92,19 +93,46 @@ void block(const RowBlock& blk, int64_t row, int64_t p) {
   }
 }
 
+template <int MR, int NV>
+void dense_block(const RowBlock& blk, int64_t row, int64_t p) {
+  __m512i acc[MR][NV];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
+  const int64_t groups = blk.b->k_groups();
+  multiply<MR, NV>(blk, row, blk.b->panel(p), groups * 64, 0, groups, acc);
+  store<MR, NV>(blk, row, p, acc);
+}
+
+// One 32-column strip of a kBlocks32 matrix: its stored blocks only.
 template <int MR>
-void row_group(const RowBlock& blk, int64_t row, int64_t p0, int64_t p1) {
+void strip_block(const RowBlock& blk, int64_t row, int64_t s) {
+  const QuantizedMatrix& b = *blk.b;
+  __m512i acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  for (int64_t i = b.strip_blocks()[s]; i < b.strip_blocks()[s + 1]; ++i)
+    multiply<MR, 2>(blk, row, b.block(i), 512, b.block_group()[i], 8, acc);
+  store<MR, 2>(blk, row, 2 * s, acc);
+}
+
+template <int MR>
+void row_group(const RowBlock& blk, int64_t row) {
+  if (blk.b->layout() == Int8Layout::kBlocks32) {
+    for (int64_t s = blk.n0 / kInt8Block; s < (blk.n1 + kInt8Block - 1) / kInt8Block; ++s)
+      strip_block<MR>(blk, row, s);
+    return;
+  }
+  const int64_t p0 = blk.n0 / kLanes, p1 = (blk.n1 + kLanes - 1) / kLanes;
   int64_t p = p0;
-  for (; p + kNv <= p1; p += kNv) block<MR, kNv>(blk, row, p);
+  for (; p + kNv <= p1; p += kNv) dense_block<MR, kNv>(blk, row, p);
   switch (p1 - p) {
     case 3:
-      block<MR, 3>(blk, row, p);
+      dense_block<MR, 3>(blk, row, p);
       break;
     case 2:
-      block<MR, 2>(blk, row, p);
+      dense_block<MR, 2>(blk, row, p);
       break;
     case 1:
-      block<MR, 1>(blk, row, p);
+      dense_block<MR, 1>(blk, row, p);
       break;
     default:
       break;
@@ -115,28 +143,27 @@ void row_group(const RowBlock& blk, int64_t row, int64_t p0, int64_t p1) {
 
 void rows_avx512_vnni(const RowBlock& blk) {
   const QuantizedMatrix& b = *blk.b;
-  const int64_t padded = b.k_groups() * 4;
+  const int64_t padded = b.a_groups() * 4;
   for (int64_t m = blk.m0; m < blk.m1; ++m)
     blk.sa[m - blk.m0] =
         quantize_row(blk.a + m * blk.lda, b.k(), padded, blk.qa + (m - blk.m0) * blk.qa_stride);
-  const int64_t p0 = blk.n0 / kLanes, p1 = (blk.n1 + kLanes - 1) / kLanes;
   int64_t m = blk.m0;
-  for (; m + kMr <= blk.m1; m += kMr) row_group<kMr>(blk, m, p0, p1);
+  for (; m + kMr <= blk.m1; m += kMr) row_group<kMr>(blk, m);
   switch (blk.m1 - m) {
     case 5:
-      row_group<5>(blk, m, p0, p1);
+      row_group<5>(blk, m);
       break;
     case 4:
-      row_group<4>(blk, m, p0, p1);
+      row_group<4>(blk, m);
       break;
     case 3:
-      row_group<3>(blk, m, p0, p1);
+      row_group<3>(blk, m);
       break;
     case 2:
-      row_group<2>(blk, m, p0, p1);
+      row_group<2>(blk, m);
       break;
     case 1:
-      row_group<1>(blk, m, p0, p1);
+      row_group<1>(blk, m);
       break;
     default:
       break;

@@ -1,5 +1,6 @@
 #include "kernels/cpu/int8_ops.hpp"
 
+#include <cstdio>
 #include <memory>
 
 #include "kernels/cpu/dense_ops.hpp"
@@ -8,8 +9,15 @@
 namespace tessera::kernels::cpu {
 namespace {
 
-constexpr std::string_view kVariant = "cpu.matmul_int8";
-constexpr std::string_view kGemmVariant = "cpu.gemm_int8";
+constexpr std::string_view kMatMul = "cpu.matmul_int8";
+constexpr std::string_view kMatMulBlocks = "cpu.matmul_int8_blocks";
+constexpr std::string_view kGemm = "cpu.gemm_int8";
+constexpr std::string_view kGemmBlocks = "cpu.gemm_int8_blocks";
+
+// The 32×32-block layout pays below this block coverage: a stored block
+// costs what the dense layout pays for the same elements, plus its k offset
+// and the strip loop (bench_int8 measures both layouts on one weight).
+constexpr double kBlockCoverageCrossover = 0.75;
 
 struct MatMulInt8Prepared {
   QuantizedMatrix b;
@@ -21,7 +29,7 @@ struct GemmInt8Prepared {
   PreparedGemmC c;
 };
 
-// What both variants need beyond their op's own checks.
+// What every int8 variant needs beyond its op's own checks.
 std::optional<std::string> int8_allowed(const graph::Operator& op, int64_t k) {
   if (op.attrs.weight_bits > 8)
     return "the weight is " + std::to_string(op.attrs.weight_bits) +
@@ -32,14 +40,80 @@ std::optional<std::string> int8_allowed(const graph::Operator& op, int64_t k) {
   return std::nullopt;
 }
 
+std::optional<std::string> sparse_enough(const float* b, int64_t k, int64_t n, int64_t ldb,
+                                         bool transposed) {
+  const double coverage = int8_block_coverage(b, k, n, ldb, transposed);
+  if (coverage < kBlockCoverageCrossover) return std::nullopt;
+  char why[128];
+  std::snprintf(why, sizeof why, "32x32 block coverage %.0f%% (the block layout pays below %.0f%%)",
+                100.0 * coverage, 100.0 * kBlockCoverageCrossover);
+  return std::string(why);
+}
+
 QuantizedMatrix quantize_or_fail(std::string_view variant, const graph::Operator& op,
-                                 const float* b, int64_t k, int64_t n, int64_t ldb,
-                                 bool transposed) {
+                                 const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed,
+                                 Int8Layout layout) {
   try {
-    return quantize_b(b, k, n, ldb, transposed);
+    return quantize_b(b, k, n, ldb, transposed, layout);
   } catch (const std::invalid_argument& e) {
     fail_op(variant, &op, e.what());
   }
+}
+
+PreparedOp prepare_matmul(std::string_view variant, const graph::Operator& op,
+                          std::span<const ConstTensorView> inputs, Int8Layout layout) {
+  if (auto why = matmul_applies(op, inputs)) fail_op(variant, &op, *why);
+  const graph::Shape& b = *inputs[1].shape;
+  auto prep = std::make_shared<MatMulInt8Prepared>();
+  prep->b = quantize_or_fail(variant, op, inputs[1].data, b[0], b[1], b[1], false, layout);
+  return prep;
+}
+
+void run_matmul(std::string_view variant, const TileArgs& args) {
+  const auto* prep = static_cast<const MatMulInt8Prepared*>(args.prepared);
+  const int64_t k = prep ? prep->b.k() : 0, n = prep ? prep->b.n() : 0;
+  run_prepared_matmul(variant, args, k, n, [&](const GemmTile& tile, const GemmEpilogue& ep) {
+    int8_gemm_tile(args.inputs[0].data, k, prep->b, args.output.data, n, tile, ep);
+  });
+}
+
+// Gemm's alpha·op(B) as [K, N] (b[1] is the leading dimension either way).
+struct GemmWeight {
+  std::vector<float> copy;
+  const float* data = nullptr;
+  int64_t k = 0, n = 0;
+};
+GemmWeight gemm_weight(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+  const graph::Shape& b = *inputs[1].shape;
+  GemmWeight w;
+  w.k = op.attrs.trans_b ? b[1] : b[0];
+  w.n = op.attrs.trans_b ? b[0] : b[1];
+  w.data =
+      alpha_scaled_weight(inputs[1].data, static_cast<size_t>(b[0] * b[1]), op.attrs.alpha, w.copy);
+  return w;
+}
+
+PreparedOp prepare_gemm(std::string_view variant, const graph::Operator& op,
+                        std::span<const ConstTensorView> inputs, Int8Layout layout) {
+  if (auto why = gemm_constant_b_applies(op, inputs)) fail_op(variant, &op, *why);
+  const GemmWeight w = gemm_weight(op, inputs);
+  auto prep = std::make_shared<GemmInt8Prepared>();
+  prep->b = quantize_or_fail(variant, op, w.data, w.k, w.n, (*inputs[1].shape)[1], op.attrs.trans_b,
+                             layout);
+  prep->rows = (*inputs[0].shape)[0];
+  prep->c = prepare_gemm_c(op, inputs, prep->rows, w.n);
+  return prep;
+}
+
+void run_gemm(std::string_view variant, const TileArgs& args) {
+  static const PreparedGemmC kNoC;
+  const auto* prep = static_cast<const GemmInt8Prepared*>(args.prepared);
+  const int64_t m = prep ? prep->rows : 0, k = prep ? prep->b.k() : 0, n = prep ? prep->b.n() : 0;
+  run_prepared_gemm(variant, args, m, k, n, prep ? prep->c : kNoC,
+                    [&](const GemmTile& tile, const GemmEpilogue& ep) {
+                      int8_gemm_tile(args.inputs[0].data, k, prep->b, args.output.data, n, tile,
+                                     ep);
+                    });
 }
 
 }  // namespace
@@ -49,21 +123,25 @@ std::optional<std::string> matmul_int8_applies(const graph::Operator& op,
   if (auto why = matmul_applies(op, inputs)) return why;
   return int8_allowed(op, (*inputs[1].shape)[0]);
 }
-
 PreparedOp prepare_matmul_int8(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
-  if (auto why = matmul_applies(op, inputs)) fail_op(kVariant, &op, *why);
-  const graph::Shape& b = *inputs[1].shape;
-  auto prep = std::make_shared<MatMulInt8Prepared>();
-  prep->b = quantize_or_fail(kVariant, op, inputs[1].data, b[0], b[1], b[1], false);
-  return prep;
+  return prepare_matmul(kMatMul, op, inputs, Int8Layout::kDense);
+}
+void matmul_int8(const TileArgs& args) {
+  run_matmul(kMatMul, args);
 }
 
-void matmul_int8(const TileArgs& args) {
-  const auto* prep = static_cast<const MatMulInt8Prepared*>(args.prepared);
-  const int64_t k = prep ? prep->b.k() : 0, n = prep ? prep->b.n() : 0;
-  run_prepared_matmul(kVariant, args, k, n, [&](const GemmTile& tile, const GemmEpilogue& ep) {
-    int8_gemm_tile(args.inputs[0].data, k, prep->b, args.output.data, n, tile, ep);
-  });
+std::optional<std::string> matmul_int8_blocks_applies(const graph::Operator& op,
+                                                      std::span<const ConstTensorView> inputs) {
+  if (auto why = matmul_int8_applies(op, inputs)) return why;
+  const graph::Shape& b = *inputs[1].shape;
+  return sparse_enough(inputs[1].data, b[0], b[1], b[1], false);
+}
+PreparedOp prepare_matmul_int8_blocks(const graph::Operator& op,
+                                      std::span<const ConstTensorView> inputs) {
+  return prepare_matmul(kMatMulBlocks, op, inputs, Int8Layout::kBlocks32);
+}
+void matmul_int8_blocks(const TileArgs& args) {
+  run_matmul(kMatMulBlocks, args);
 }
 
 std::optional<std::string> gemm_int8_applies(const graph::Operator& op,
@@ -72,32 +150,25 @@ std::optional<std::string> gemm_int8_applies(const graph::Operator& op,
   const graph::Shape& b = *inputs[1].shape;
   return int8_allowed(op, op.attrs.trans_b ? b[1] : b[0]);
 }
-
 PreparedOp prepare_gemm_int8(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
-  if (auto why = gemm_constant_b_applies(op, inputs)) fail_op(kGemmVariant, &op, *why);
-  const graph::Shape& a = *inputs[0].shape;
-  const graph::Shape& b = *inputs[1].shape;
-  const bool trans_b = op.attrs.trans_b;
-  const int64_t k = trans_b ? b[1] : b[0], n = trans_b ? b[0] : b[1];
-  std::vector<float> copy;
-  const float* weight =
-      alpha_scaled_weight(inputs[1].data, static_cast<size_t>(b[0] * b[1]), op.attrs.alpha, copy);
-  auto prep = std::make_shared<GemmInt8Prepared>();
-  prep->b = quantize_or_fail(kGemmVariant, op, weight, k, n, b[1], trans_b);
-  prep->rows = a[0];
-  prep->c = prepare_gemm_c(op, inputs, a[0], n);
-  return prep;
+  return prepare_gemm(kGemm, op, inputs, Int8Layout::kDense);
+}
+void gemm_int8(const TileArgs& args) {
+  run_gemm(kGemm, args);
 }
 
-void gemm_int8(const TileArgs& args) {
-  static const PreparedGemmC kNoC;
-  const auto* prep = static_cast<const GemmInt8Prepared*>(args.prepared);
-  const int64_t m = prep ? prep->rows : 0, k = prep ? prep->b.k() : 0, n = prep ? prep->b.n() : 0;
-  run_prepared_gemm(kGemmVariant, args, m, k, n, prep ? prep->c : kNoC,
-                    [&](const GemmTile& tile, const GemmEpilogue& ep) {
-                      int8_gemm_tile(args.inputs[0].data, k, prep->b, args.output.data, n, tile,
-                                     ep);
-                    });
+std::optional<std::string> gemm_int8_blocks_applies(const graph::Operator& op,
+                                                    std::span<const ConstTensorView> inputs) {
+  if (auto why = gemm_int8_applies(op, inputs)) return why;
+  const GemmWeight w = gemm_weight(op, inputs);
+  return sparse_enough(w.data, w.k, w.n, (*inputs[1].shape)[1], op.attrs.trans_b);
+}
+PreparedOp prepare_gemm_int8_blocks(const graph::Operator& op,
+                                    std::span<const ConstTensorView> inputs) {
+  return prepare_gemm(kGemmBlocks, op, inputs, Int8Layout::kBlocks32);
+}
+void gemm_int8_blocks(const TileArgs& args) {
+  run_gemm(kGemmBlocks, args);
 }
 
 }  // namespace tessera::kernels::cpu

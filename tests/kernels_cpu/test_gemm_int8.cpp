@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/gemm_int8.hpp"
@@ -29,6 +30,15 @@ struct IsaGuard {
 std::vector<Int8Isa> isas() {
   std::vector<Int8Isa> out{Int8Isa::kPortable};
   if (int8_isa_supported(Int8Isa::kAvx512Vnni)) out.push_back(Int8Isa::kAvx512Vnni);
+  return out;
+}
+
+// Every ISA the CPU runs, each with both B layouts.
+std::vector<std::pair<Int8Isa, Int8Layout>> isa_layouts() {
+  std::vector<std::pair<Int8Isa, Int8Layout>> out;
+  for (Int8Isa isa : isas())
+    for (Int8Layout layout : {Int8Layout::kDense, Int8Layout::kBlocks32})
+      out.emplace_back(isa, layout);
   return out;
 }
 
@@ -83,13 +93,14 @@ GemmEpilogue random_epilogue(std::mt19937_64& rng, const std::vector<float>& bia
   return ep;
 }
 
-TEST_CASE("int8 GEMM tiles: definition, float32 bound, epilogue, every ISA the same bits") {
+TEST_CASE(
+    "int8 GEMM tiles: definition, float32 bound, epilogue, every ISA and layout the same bits") {
   IsaGuard guard;
   std::mt19937_64 rng(tessera::test::base_seed("test_gemm_int8"));
   for (int trial = 0; trial < 120; ++trial) {
     const int64_t m = pick<int64_t>(rng, {1, 2, 5, 6, 7, 13, 31, 97, 100});
-    const int64_t k = pick<int64_t>(rng, {1, 3, 4, 5, 17, 64, 129, 257});
-    const int64_t n = pick<int64_t>(rng, {1, 7, 15, 16, 17, 33, 64, 65, 100});
+    const int64_t k = pick<int64_t>(rng, {1, 3, 4, 5, 17, 32, 33, 64, 129, 257});
+    const int64_t n = pick<int64_t>(rng, {1, 7, 15, 16, 17, 32, 33, 64, 65, 100});
     const bool transposed = rng() % 2;
     CAPTURE(trial);
     CAPTURE(m);
@@ -109,11 +120,16 @@ TEST_CASE("int8 GEMM tiles: definition, float32 bound, epilogue, every ISA the s
     const float sentinel = std::numeric_limits<float>::quiet_NaN();
 
     std::vector<std::vector<float>> results;
-    for (Int8Isa isa : isas()) {
+    for (const auto& [isa, layout] : isa_layouts()) {
       CAPTURE(int8_isa_name(isa));
+      CAPTURE(layout == Int8Layout::kBlocks32);
       set_int8_isa(isa);
-      const QuantizedMatrix q = quantize_b(b.data(), k, n, ldb, transposed);
+      const QuantizedMatrix q = quantize_b(b.data(), k, n, ldb, transposed, layout);
       CHECK(q.isa() == isa);
+      if (layout == Int8Layout::kBlocks32)
+        CHECK(q.stored_blocks() <=
+              std::llround(int8_block_coverage(b.data(), k, n, ldb, transposed) *
+                           static_cast<double>(((k + 31) / 32) * ((n + 31) / 32))));
       std::vector<float> plain(static_cast<size_t>(m * n), sentinel);
       std::vector<float> fused(static_cast<size_t>(m * n), sentinel);
       int8_gemm_tile(a.data(), k, q, plain.data(), n, tile);
@@ -163,6 +179,20 @@ TEST_CASE("int8 GEMM: the error bound is tight enough to catch a wrong scale") {
   double magnitude = 0.0;
   for (int64_t kk = 0; kk < k; ++kk) magnitude += std::fabs(double{a[kk]} * b[kk]);
   CHECK(int8_error_bound(a.data(), b.data(), k, 0, n, false) < 0.02 * magnitude);
+}
+
+TEST_CASE("int8 GEMM: block coverage counts 32x32 blocks holding a nonzero") {
+  std::vector<float> b(static_cast<size_t>(70 * 40), 0.0f);  // 3 x 2 blocks, edges partial
+  b[0] = 1.0f;                                               // block (0, 0)
+  b[static_cast<size_t>(65 * 40 + 39)] = -2.0f;              // block (2, 1), the corner
+  CHECK(int8_block_coverage(b.data(), 70, 40, 40, false) == doctest::Approx(2.0 / 6.0));
+  // The same matrix read as B^T [N, K] = [40, 70]: rows are columns.
+  CHECK(int8_block_coverage(b.data(), 40, 70, 40, true) == doctest::Approx(2.0 / 6.0));
+  const QuantizedMatrix q = quantize_b(b.data(), 70, 40, 40, false, Int8Layout::kBlocks32);
+  CHECK(q.stored_blocks() == 2);
+  CHECK(q.strips() == 2);
+  CHECK(q.strip_blocks()[1] - q.strip_blocks()[0] == 1);
+  CHECK(q.block_group()[1] == 16);  // k block 2 starts at group 2·32/4
 }
 
 TEST_CASE("int8 GEMM: bad arguments are refused") {

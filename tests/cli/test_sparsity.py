@@ -190,34 +190,43 @@ def main() -> int:
   w4 = rng.standard_normal([48, 40]).astype(np.float32)
   w5 = rng.standard_normal([24, 48]).astype(np.float32)
   c5 = rng.standard_normal([24]).astype(np.float32)
+  w6 = np.zeros([96, 64], np.float32)  # 2 of its 3 x 2 blocks of 32 x 32 hold values
+  w6[0:32, 0:32] = rng.standard_normal([32, 32])
+  w6[64:96, 32:64] = rng.standard_normal([32, 32])
   q = helper.make_model(helper.make_graph(
       [helper.make_node("MatMul", ["x", "w3"], ["h"], name="mm_int8"),
        helper.make_node("MatMul", ["x2", "w4"], ["y2"], name="mm_float"),
        helper.make_node("Gemm", ["x2", "w5", "c5"], ["g"], name="gemm_int8", transB=1,
-                        alpha=0.5)], "int8",
+                        alpha=0.5),
+       helper.make_node("MatMul", ["x", "w6"], ["hb"], name="mm_blocks")], "int8",
       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 96]),
        helper.make_tensor_value_info("x2", TensorProto.FLOAT, [5, 48])],
       [helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 7, 48]),
        helper.make_tensor_value_info("y2", TensorProto.FLOAT, [5, 40]),
-       helper.make_tensor_value_info("g", TensorProto.FLOAT, [5, 24])],
+       helper.make_tensor_value_info("g", TensorProto.FLOAT, [5, 24]),
+       helper.make_tensor_value_info("hb", TensorProto.FLOAT, [2, 7, 64])],
       [numpy_helper.from_array(w3, "w3"), numpy_helper.from_array(w4, "w4"),
-       numpy_helper.from_array(w5, "w5"), numpy_helper.from_array(c5, "c5")]),
+       numpy_helper.from_array(w5, "w5"), numpy_helper.from_array(c5, "c5"),
+       numpy_helper.from_array(w6, "w6")]),
       opset_imports=[helper.make_opsetid("", 13)])
   q.ir_version = 8
   q_path = os.path.join(work, "int8.onnx")
   onnx.save(q, q_path)
   bits = os.path.join(work, "bits.json")
   with open(bits, "w") as f:
-    json.dump([{"tensor": "w3", "bits": 8}, {"tensor": "w5", "bits": 8}], f)
+    json.dump([{"tensor": "w3", "bits": 8}, {"tensor": "w5", "bits": 8},
+               {"tensor": "w6", "bits": 8}], f)
   out = run([args.tessera, "compile", q_path, "-o", os.path.join(work, "int8.tess"), "--sparsity",
              bits]).stdout
-  chosen = dict(re.findall(r"^\s+(mm_int8|mm_float|gemm_int8)\s+(?:MatMul|Gemm)\s+(\S+)", out,
+  chosen = dict(re.findall(r"^\s+(mm_int8|mm_float|gemm_int8|mm_blocks)\s+(?:MatMul|Gemm)\s+(\S+)", out,
                           re.MULTILINE))
   vnni = "avx512_vnni" in open("/proc/cpuinfo").read()
   check(chosen.get("mm_float") not in (None, "cpu.matmul_int8"),
         f"the unannotated MatMul got {chosen.get('mm_float')}")
   check((chosen.get("mm_int8") == "cpu.matmul_int8") == vnni,
         f"the 8-bit MatMul got {chosen.get('mm_int8')} on a CPU with{'' if vnni else 'out'} VNNI")
+  check((chosen.get("mm_blocks") == "cpu.matmul_int8_blocks") == vnni,
+        f"the 8-bit block-pruned MatMul got {chosen.get('mm_blocks')}")
   check((chosen.get("gemm_int8") == "cpu.gemm_int8") == vnni,
         f"the 8-bit Gemm got {chosen.get('gemm_int8')} on a CPU with{'' if vnni else 'out'} VNNI")
   xq = rng.standard_normal([2, 7, 96]).astype(np.float32)
@@ -230,7 +239,7 @@ def main() -> int:
        f"x={os.path.join(work, 'xq.npy')}", "--input", f"x2={os.path.join(work, 'x2.npy')}",
        "--output-dir", out_dir, "--iterations", 1, "--warmup", 0])
   h = np.load(os.path.join(out_dir, "h.npy")).reshape(14, 48).astype(np.float64)
-  want_h, want_y2, want_g = ort.InferenceSession(
+  want_h, want_y2, want_g, want_hb = ort.InferenceSession(
       q.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xq, "x2": x2})
   def int8_bound(a, b):  # int8_error_bound() of gemm_int8.hpp, for every element of a @ b
     a, b = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
@@ -242,9 +251,11 @@ def main() -> int:
                     b.sum(axis=0, keepdims=True) * a.max(axis=1, keepdims=True)))
 
   g = np.load(os.path.join(out_dir, "g.npy")).astype(np.float64)
+  hb = np.load(os.path.join(out_dir, "hb.npy")).reshape(14, 64).astype(np.float64)
   for name, err, bound in (
       ("MatMul", np.abs(h - want_h.reshape(14, 48)), int8_bound(xq.reshape(14, 96), w3)),
-      ("Gemm", np.abs(g - want_g), int8_bound(x2, 0.5 * w5.T))):
+      ("Gemm", np.abs(g - want_g), int8_bound(x2, 0.5 * w5.T)),
+      ("block MatMul", np.abs(hb - want_hb.reshape(14, 64)), int8_bound(xq.reshape(14, 96), w6))):
     check(bool(np.all(err <= bound)), f"int8 {name} error {err.max():.3g} exceeds its bound")
     if vnni:  # int8 really ran: not bit-equal to float32
       check(err.max() > 0, f"the int8 {name} equals float32 exactly: quantization did not run")

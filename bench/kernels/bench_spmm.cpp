@@ -5,6 +5,11 @@
 //   - B in 32×32 blocks at 70/80/90% sparsity, alone and plus 1% scattered
 //     nonzeros (BSR + CSR summed, the SparTA §3.3 decomposition, next to
 //     BSR alone covering the scattered ones with whole blocks);
+//   - mixed structure (10% density: 60% of the nonzeros in 32×32 blocks,
+//     30% in aligned 16×1 rows, 10% scattered): the weighted block cover's
+//     choice beside one block shape + CSR, a forced three-part cover and
+//     CSR alone; and the time the cover takes on a BERT-base FFN weight
+//     (3072×768: compile time, 72 of them per model);
 //   - the floor: copying A into C, the memory traffic no layout of B
 //     avoids (A read once, C written once), which bounds every speedup;
 //   - `--crossover`: density sweeps per format, to set the crossovers in
@@ -18,17 +23,20 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/sparse/block_cover.hpp"
 #include "kernels/sparse/sparse_gemm.hpp"
 
 #if TESSERA_BENCH_HAVE_DNNL
@@ -87,6 +95,40 @@ std::vector<float> sparse_b(int64_t k, int64_t n, double density, int block, dou
   for (int64_t kk = 0; kk < k; ++kk)
     for (int64_t j = 0; j < n; ++j)
       if (!keep[(kk / block) * bn + j / block] && coin(rng) >= extra) b[kk * n + j] = 0.0f;
+  return b;
+}
+
+// B [K, N] at `density`: `f32` of its nonzeros in whole 32×32 blocks,
+// `f16` in whole aligned 16×1 rows (outside the blocks), the rest scattered.
+std::vector<float> mixed_b(int64_t k, int64_t n, double density, double f32, double f16,
+                           std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> b(static_cast<size_t>(k * n), 0.0f);
+  const double total = density * static_cast<double>(k * n);
+  const int64_t bk = k / 32, bn = n / 32;
+  std::vector<char> block(static_cast<size_t>(bk * bn), 0);
+  std::fill(block.begin(), block.begin() + static_cast<int64_t>(total * f32 / 1024 + 0.5), 1);
+  std::shuffle(block.begin(), block.end(), rng);
+  for (int64_t kk = 0; kk < bk * 32; ++kk)
+    for (int64_t j = 0; j < bn * 32; ++j)
+      if (block[(kk / 32) * bn + j / 32]) b[kk * n + j] = value(rng);
+  auto in_block = [&](int64_t kk, int64_t j) {
+    return kk < bk * 32 && j < bn * 32 && block[(kk / 32) * bn + j / 32];
+  };
+  for (int64_t rows = static_cast<int64_t>(total * f16 / 16 + 0.5); rows > 0;) {
+    const int64_t kk = static_cast<int64_t>(rng() % static_cast<uint64_t>(k));
+    const int64_t j0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(n / 16)) * 16;
+    if (in_block(kk, j0) || b[kk * n + j0] != 0.0f) continue;
+    for (int64_t j = j0; j < j0 + 16; ++j) b[kk * n + j] = value(rng);
+    --rows;
+  }
+  for (int64_t left = static_cast<int64_t>(total * (1.0 - f32 - f16) + 0.5); left > 0;) {
+    const uint64_t i = rng() % static_cast<uint64_t>(k * n);
+    if (b[i] != 0.0f) continue;
+    b[i] = value(rng);
+    --left;
+  }
   return b;
 }
 
@@ -226,6 +268,46 @@ int main(int argc, char** argv) {
     const sparse::SparseLayout blocks_only{.block = 3, .min_block_nonzeros = 1};
     run_sparse("  same, BSR 32x32 only (no CSR part)", mixed, &blocks_only, false);
   }
+  {
+    // Mixed structure: the cover's choice against single-shape layouts.
+    const std::vector<float> mixed = mixed_b(k, n, 0.10, 0.6, 0.3, rng);
+    run_sparse("mixed 32x32+16x1+scattered, cover", mixed, nullptr, true);
+    const sparse::SparseLayout one_shape{.block = 3, .min_block_nonzeros = 512};
+    run_sparse("mixed, bsr32x32 + csr (one shape)", mixed, &one_shape, false);
+    sparse::SparseCosts cheap16 = sparse::builtin_sparse_costs();
+    cheap16.block[2] = 1.2;  // forces the 16x1 rows into their own part
+    cheap16.extra_part = 0.0;
+    const sparse::SparseLayout three{
+        .cover = std::make_shared<sparse::BlockCover>(
+            sparse::weighted_block_cover(mixed.data(), k, n, n, false, cheap16))};
+    run_sparse("mixed, forced " + sparse::layout_name(three), mixed, &three, false);
+    const sparse::SparseLayout csr_only{.block = -1};
+    run_sparse("mixed, csr only", mixed, &csr_only, false);
+  }
+  {
+    // Compile time: the cover and the packing of one BERT-base FFN weight
+    // (W [3072, 768] as Gemm transB), wall time.
+    const int64_t bert_k = 768, bert_n = 3072;
+    const std::vector<float> b_kn = mixed_b(bert_k, bert_n, 0.10, 0.6, 0.3, rng);
+    std::vector<float> w(b_kn.size());  // stored [N, K]
+    for (int64_t kk = 0; kk < bert_k; ++kk)
+      for (int64_t j = 0; j < bert_n; ++j) w[j * bert_k + kk] = b_kn[kk * bert_n + j];
+    auto wall = [] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+    const double t0 = wall();
+    const sparse::SparseLayoutChoice choice =
+        sparse::choose_sparse_layout(w.data(), bert_k, bert_n, bert_k, true);
+    const double t1 = wall();
+    const sparse::SparseMatrix packed =
+        sparse::pack_sparse_b(w.data(), bert_k, bert_n, bert_k, true, choice.layout);
+    const double t2 = wall();
+    std::printf("cover of a 3072x768 weight (transB): choose %.1f ms, pack %.1f ms: %s\n",
+                1e3 * (t1 - t0), 1e3 * (t2 - t1), choice.summary.c_str());
+    if (packed.empty()) return 1;
+  }
+  std::printf("block costs: %s\n", sparse::sparse_costs().source.c_str());
   std::printf(
       "target: SparTA's >= 0.7 x (1/density) over dense at 90%%+ sparsity, faster than dense "
       "from 50%%\n");

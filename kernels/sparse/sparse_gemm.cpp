@@ -1,8 +1,7 @@
-// Sparse GEMM driver: packing B into BSR + CSR parts, the layout choice
-// (SparTA §3.3's weighted block cover, specialised to one block shape plus
-// the 1×1 remainder, with costs from measured crossovers) and the ISA
-// dispatch. Compiled for the baseline ISA; the kernels live in
-// sparse_gemm_<isa>.cpp.
+// Sparse GEMM driver: packing B into BSR parts (one per block shape) + a
+// CSR part, the layout choice (SparTA §3.3's weighted block cover,
+// block_cover.cpp, under the per-machine costs) and the ISA dispatch. Compiled for the baseline
+// ISA; the kernels live in sparse_gemm_<isa>.cpp.
 #include "kernels/sparse/sparse_gemm.hpp"
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -18,29 +18,9 @@
 namespace tessera::kernels::sparse {
 namespace {
 
-// The density crossovers, measured with `bench_spmm --crossover --min`
-// (1024³, one thread, AVX-512 Xeon shared with other jobs, fastest of 7,
-// against Tessera's dense SGEMM in the same run: 18.5 ms): the fraction of
-// B a format may store (elements it multiplies / K·N) before it is slower
-// than the dense SGEMM. Their inverses are the formats' costs per stored
-// element relative to dense, which is all the layout choice needs.
-//  - CSR (64-row panels, L1 k-blocks): 8.7 ms at 30%, 15.4 ms at 50%,
-//    19.0 ms at 60% ⇒ breaks even near 58%.
-constexpr double kCsrDensityCrossover = 0.58;
-//  - BSR, from block densities 30–90%: 4×1 (4 lanes: a quarter of the
-//    FMA width) 41.2 ms at 30% ⇒ ~13%; 8×1 (8 lanes) 16.0 ms at 30%, 23.3
-//    at 50% ⇒ ~37%; 16×1 12.2 ms at 50%, 23.0 at 70% ⇒ ~60%; 32×32 6.6 ms
-//    at 30%, 16.0 at 90% (0.85× dense per stored element plus ~1.8 ms of A
-//    packing and C writes) ⇒ ~95%.
-constexpr double kBsrDensityCrossover[kSparseBlockShapeCount] = {0.13, 0.37, 0.60, 0.95};
-// A layout replaces the best so far only when it is estimated at least 10%
-// faster: a block part next to a CSR part costs a second pass over Y that
-// the per-element costs do not see.
-constexpr double kLayoutSwitchMargin = 0.9;
-
-// Rows per chunk when a BSR and a CSR part both run: a multiple of the CSR
-// panel (64 rows on AVX-512); 128 rows of A and C at K = N = 1024 take
-// 1 MB of the 2 MB L2.
+// Rows per chunk when several parts run: a multiple of the CSR panel (64
+// rows on AVX-512); 128 rows of A and C at K = N = 1024 take 1 MB of the
+// 2 MB L2.
 constexpr int64_t kPartRowChunk = 128;
 
 struct Kernels {
@@ -74,17 +54,6 @@ struct WeightView {
   bool transposed;
   float at(int64_t k, int64_t n) const { return transposed ? b[n * ldb + k] : b[k * ldb + n]; }
 };
-
-// Nonzeros of every BN×BK block: counts[s·Q + q] for strip s, k-block q.
-std::vector<int32_t> block_counts(const WeightView& w, int64_t k, int64_t n,
-                                  const SparseBlockShape& shape) {
-  const int64_t strips = (n + shape.n - 1) / shape.n, kblocks = (k + shape.k - 1) / shape.k;
-  std::vector<int32_t> counts(static_cast<size_t>(strips * kblocks), 0);
-  for (int64_t kk = 0; kk < k; ++kk)
-    for (int64_t j = 0; j < n; ++j)
-      if (w.at(kk, j) != 0.0f) ++counts[(j / shape.n) * kblocks + kk / shape.k];
-  return counts;
-}
 
 void check_shape(const char* what, int64_t k, int64_t n, int64_t ldb, bool transposed) {
   if (k < 0 || n < 0 || ldb < (transposed ? k : n))
@@ -142,41 +111,69 @@ void SparseMatrix::Free::operator()(float* p) const {
   std::free(p);
 }
 
-std::string block_shape_name(int block) {
-  if (block < 0 || block >= kSparseBlockShapeCount) return "1x1";
-  const SparseBlockShape& s = kSparseBlockShapes[block];
-  return std::to_string(s.n) + "x" + std::to_string(s.k);
-}
-
 std::string layout_name(const SparseLayout& layout) {
+  if (layout.cover) return cover_name(*layout.cover);
   if (layout.block < 0) return "csr";
   return "bsr" + block_shape_name(layout.block) + (layout.min_block_nonzeros > 1 ? "+csr" : "");
 }
 
 double csr_density_crossover() {
-  return kCsrDensityCrossover;
+  return 1.0 / sparse_costs().csr;
 }
 
 double bsr_density_crossover(int block) {
   if (block < 0 || block >= kSparseBlockShapeCount)
     throw std::invalid_argument("bsr_density_crossover: no such block shape");
-  return kBsrDensityCrossover[block];
+  return 1.0 / sparse_costs().block[block];
+}
+
+const SparseMatrix::Bsr& SparseMatrix::bsr() const {
+  static const Bsr none;
+  return bsr_parts_.empty() ? none : bsr_parts_.front();
 }
 
 int64_t SparseMatrix::stored_elements() const {
   int64_t stored = static_cast<int64_t>(csr_.values.size());
-  if (bsr_.block >= 0) {
-    const SparseBlockShape& s = kSparseBlockShapes[bsr_.block];
-    stored += bsr_.blocks() * s.n * s.k;
+  for (const Bsr& part : bsr_parts_) {
+    const SparseBlockShape& s = kSparseBlockShapes[part.block];
+    stored += part.blocks() * s.n * s.k;
   }
   return stored;
 }
+
+namespace {
+
+// The legacy single-part layout as a cover: the blocks of one shape holding
+// at least the threshold's nonzeros (every nonzero counted once).
+BlockCover threshold_cover(const WeightView& w, int64_t k, int64_t n, const SparseLayout& layout) {
+  BlockCover cover;
+  cover.k = k;
+  cover.n = n;
+  if (layout.block < 0) return cover;
+  const SparseBlockShape shape = kSparseBlockShapes[layout.block];
+  const int64_t kblocks = block_k_blocks(k, layout.block);
+  std::vector<int32_t> counts(static_cast<size_t>(block_strips(n, layout.block) * kblocks), 0);
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j)
+      if (w.at(kk, j) != 0.0f) ++counts[(j / shape.n) * kblocks + kk / shape.k];
+  for (size_t i = 0; i < counts.size(); ++i)
+    if (counts[i] >= layout.min_block_nonzeros)
+      cover.blocks[layout.block].push_back(static_cast<int64_t>(i));
+  return cover;
+}
+
+}  // namespace
 
 SparseMatrix pack_sparse_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed,
                            const SparseLayout& layout) {
   check_shape("pack_sparse_b", k, n, ldb, transposed);
   if (layout.block >= kSparseBlockShapeCount || layout.min_block_nonzeros < 1)
     throw std::invalid_argument("pack_sparse_b: no such block shape, or a threshold below 1");
+  if (layout.cover && (layout.cover->k != k || layout.cover->n != n))
+    throw std::invalid_argument("pack_sparse_b: the cover was made for a " +
+                                std::to_string(layout.cover->k) + "x" +
+                                std::to_string(layout.cover->n) + " weight, not " +
+                                std::to_string(k) + "x" + std::to_string(n));
   const WeightView w{b, ldb, transposed};
   SparseMatrix m;
   m.k_ = k;
@@ -185,52 +182,58 @@ SparseMatrix pack_sparse_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
   m.layout_ = layout;
   for (int64_t kk = 0; kk < k; ++kk)
     for (int64_t j = 0; j < n; ++j) m.nonzeros_ += w.at(kk, j) != 0.0f;
+  const BlockCover legacy = layout.cover ? BlockCover{} : threshold_cover(w, k, n, layout);
+  const BlockCover& cover = layout.cover ? *layout.cover : legacy;
 
-  // The BSR part: blocks holding at least min_block_nonzeros nonzeros.
-  std::vector<int32_t> counts;
-  int64_t kblocks = 0;
-  SparseBlockShape shape;
-  int64_t kept = 0;
-  auto kept_block = [&](int64_t kk, int64_t j) {
-    return layout.block >= 0 && counts[(j / shape.n) * kblocks + kk / shape.k] >=
-                                    std::max<int64_t>(1, layout.min_block_nonzeros);
-  };
-  if (layout.block >= 0) {
-    shape = kSparseBlockShapes[layout.block];
-    counts = block_counts(w, k, n, shape);
-    kblocks = (k + shape.k - 1) / shape.k;
-    const int64_t strips = (n + shape.n - 1) / shape.n;
-    for (int32_t c : counts) kept += c >= layout.min_block_nonzeros;
-    if (kept > 0) {
-      SparseMatrix::Bsr& bsr = m.bsr_;
-      bsr.block = layout.block;
-      bsr.strip_blocks.assign(static_cast<size_t>(strips + 1), 0);
-      bsr.block_k.reserve(static_cast<size_t>(kept));
-      const int64_t block_floats = shape.n * shape.k;
-      bsr.values.reset(allocate_aligned(static_cast<size_t>(kept * block_floats)));
-      float* out = bsr.values.get();
-      for (int64_t s = 0; s < strips; ++s) {
-        for (int64_t q = 0; q < kblocks; ++q) {
-          if (counts[s * kblocks + q] < layout.min_block_nonzeros) continue;
-          bsr.block_k.push_back(static_cast<int32_t>(q * shape.k));
-          for (int64_t kk = 0; kk < shape.k; ++kk)
-            for (int64_t j = 0; j < shape.n; ++j) {
-              const int64_t row = q * shape.k + kk, col = s * shape.n + j;
-              *out++ = row < k && col < n ? w.at(row, col) : 0.0f;
-            }
+  // Which part owns each element of B ([k][n]): -1 CSR, else a block shape.
+  std::vector<int8_t> owner(static_cast<size_t>(k * n), -1);
+  bool any_block = false;
+  for (int s = 0; s < kSparseBlockShapeCount; ++s) {
+    const std::vector<int64_t>& blocks = cover.blocks[s];
+    if (blocks.empty()) continue;
+    const SparseBlockShape shape = kSparseBlockShapes[s];
+    const int64_t kblocks = block_k_blocks(k, s), strips = block_strips(n, s);
+    SparseMatrix::Bsr& bsr = m.bsr_parts_.emplace_back();
+    bsr.block = s;
+    bsr.strip_blocks.assign(static_cast<size_t>(strips + 1), 0);
+    bsr.block_k.reserve(blocks.size());
+    const int64_t block_floats = shape.n * shape.k;
+    bsr.values.reset(allocate_aligned(blocks.size() * static_cast<size_t>(block_floats)));
+    float* out = bsr.values.get();
+    int64_t previous = -1;
+    for (int64_t index : blocks) {
+      const int64_t strip = index / std::max<int64_t>(1, kblocks);
+      const int64_t q = index % std::max<int64_t>(1, kblocks);
+      if (index <= previous || strip >= strips)
+        throw std::invalid_argument("pack_sparse_b: cover blocks of " + block_shape_name(s) +
+                                    " out of order or outside the weight");
+      previous = index;
+      bsr.block_k.push_back(static_cast<int32_t>(q * shape.k));
+      ++bsr.strip_blocks[strip + 1];
+      for (int64_t kk = 0; kk < shape.k; ++kk)
+        for (int64_t j = 0; j < shape.n; ++j) {
+          const int64_t row = q * shape.k + kk, col = strip * shape.n + j;
+          const bool inside = row < k && col < n;
+          if (inside) {
+            int8_t& o = owner[row * n + col];
+            if (o >= 0)
+              throw std::invalid_argument("pack_sparse_b: cover blocks of " + block_shape_name(o) +
+                                          " and " + block_shape_name(s) + " overlap");
+            o = static_cast<int8_t>(s);
+          }
+          *out++ = inside ? w.at(row, col) : 0.0f;
         }
-        bsr.strip_blocks[s + 1] = static_cast<int64_t>(bsr.block_k.size());
-      }
     }
+    for (int64_t st = 0; st < strips; ++st) bsr.strip_blocks[st + 1] += bsr.strip_blocks[st];
+    any_block = true;
   }
 
-  // The CSR part: every nonzero outside the kept blocks, by k-block, then
-  // column.
+  // The CSR part: every nonzero outside the blocks, by k-block, then column.
+  auto in_csr = [&](int64_t kk, int64_t j) { return owner[kk * n + j] < 0 && w.at(kk, j) != 0.0f; };
   SparseMatrix::Csr& csr = m.csr_;
   int64_t csr_nonzeros = 0;
   for (int64_t kk = 0; kk < k; ++kk)
-    for (int64_t j = 0; j < n; ++j)
-      csr_nonzeros += w.at(kk, j) != 0.0f && !(kept > 0 && kept_block(kk, j));
+    for (int64_t j = 0; j < n; ++j) csr_nonzeros += in_csr(kk, j);
   csr.panel_rows = csr_panel_rows(m.isa_);
   csr.k_block = csr_k_block(k, n, csr_nonzeros, csr.panel_rows);
   const int64_t k_blocks = csr.k_blocks(k);
@@ -241,9 +244,6 @@ SparseMatrix pack_sparse_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
   std::vector<int64_t> counts_in_block(static_cast<size_t>(n));
   for (int64_t q = 0; q < k_blocks; ++q) {
     const int64_t k0 = q * csr.k_block, k1 = std::min(k, k0 + csr.k_block);
-    auto in_csr = [&](int64_t kk, int64_t j) {
-      return w.at(kk, j) != 0.0f && !(kept > 0 && kept_block(kk, j));
-    };
     for (int64_t j = 0; j < n; ++j) {
       counts_in_block[j] = 0;
       for (int64_t kk = k0; kk < k1; ++kk) counts_in_block[j] += in_csr(kk, j);
@@ -266,7 +266,7 @@ SparseMatrix pack_sparse_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
   }
   // Without a BSR part the CSR part runs even when empty: it writes the
   // epilogue of zero (an all-zero B still has an output).
-  csr.present = !csr.values.empty() || kept == 0;
+  csr.present = !csr.values.empty() || !any_block;
   return m;
 }
 
@@ -280,66 +280,66 @@ void sparse_gemm_tile(const float* a, int64_t lda, const SparseMatrix& b, float*
   if (tile.m1 == tile.m0 || tile.n1 == tile.n0) return;
   const Kernels kernels = kernels_for(b.isa());
   SparseTileRun run{.a = a, .lda = lda, .b = &b, .c = c, .ldc = ldc, .tile = tile};
-  const bool has_bsr = b.bsr().block >= 0, has_csr = b.csr().present;
-  if (has_bsr && has_csr) {
-    // The parts' results are summed (SparTA §3.3): the block part stores
-    // the bare product, the fine-grained part adds to it and runs the
-    // epilogue. Both run per chunk of rows, so the chunk's rows of A and C
-    // are still in L2 when the second part reads them again (whole tiles
-    // would stream A and C from memory twice).
-    const GemmEpilogue bare{.accumulate = epilogue.accumulate};
-    GemmEpilogue rest = epilogue;
-    rest.accumulate = true;
-    for (int64_t m = tile.m0; m < tile.m1; m += kPartRowChunk) {
-      run.tile.m0 = m;
-      run.tile.m1 = std::min(tile.m1, m + kPartRowChunk);
-      run.epilogue = &bare;
-      kernels.bsr(run);
-      run.epilogue = &rest;
+  const std::vector<SparseMatrix::Bsr>& parts = b.bsr_parts();
+  const bool has_csr = b.csr().present;
+  const size_t part_count = parts.size() + (has_csr ? 1 : 0);
+  if (part_count == 1) {
+    run.epilogue = &epilogue;
+    if (has_csr) {
       kernels.csr(run);
+    } else {
+      run.bsr = &parts.front();
+      kernels.bsr(run);
     }
     return;
   }
-  run.epilogue = &epilogue;
-  (has_bsr ? kernels.bsr : kernels.csr)(run);
+  // The parts' results are summed (SparTA §3.3): the first part stores the
+  // bare product, the next ones add to it, the last (CSR when present) adds
+  // and runs the epilogue. All run per chunk of rows, so the chunk's rows
+  // of A and C are still in L2 when the next part reads them again (whole
+  // tiles would stream A and C from memory once per part).
+  const GemmEpilogue first{.accumulate = epilogue.accumulate};
+  const GemmEpilogue middle{.accumulate = true};
+  GemmEpilogue last = epilogue;
+  last.accumulate = true;
+  for (int64_t m = tile.m0; m < tile.m1; m += kPartRowChunk) {
+    run.tile.m0 = m;
+    run.tile.m1 = std::min(tile.m1, m + kPartRowChunk);
+    for (size_t p = 0; p < part_count; ++p) {
+      run.epilogue = p == 0 ? &first : p + 1 == part_count ? &last : &middle;
+      if (p < parts.size()) {
+        run.bsr = &parts[p];
+        kernels.bsr(run);
+      } else {
+        kernels.csr(run);
+      }
+    }
+  }
 }
 
 SparseLayoutChoice choose_sparse_layout(const float* b, int64_t k, int64_t n, int64_t ldb,
                                         bool transposed) {
   check_shape("choose_sparse_layout", k, n, ldb, transposed);
-  const WeightView w{b, ldb, transposed};
+  const SparseCosts& costs = sparse_costs();
+  auto cover = std::make_shared<BlockCover>(weighted_block_cover(b, k, n, ldb, transposed, costs));
   SparseLayoutChoice choice;
   const double elements = std::max<double>(1.0, static_cast<double>(k) * static_cast<double>(n));
-  int64_t nonzeros = 0;
-  for (int64_t kk = 0; kk < k; ++kk)
-    for (int64_t j = 0; j < n; ++j) nonzeros += w.at(kk, j) != 0.0f;
-  choice.density = static_cast<double>(nonzeros) / elements;
-  const double csr_cost = 1.0 / kCsrDensityCrossover;
-  choice.layout = {.block = -1, .min_block_nonzeros = 1};
-  choice.relative_cost = static_cast<double>(nonzeros) * csr_cost / elements;
-  // For each block shape, the greedy weighted cover (SparTA Algorithm 3,
-  // WeightedBlockCover) with two candidate sizes, the block and 1×1: the
-  // aligned blocks do not overlap, so the greedy choice is per block — keep
-  // it when its nonzeros cost more in CSR than the whole block does in BSR.
-  for (int block = 0; block < kSparseBlockShapeCount; ++block) {
-    const SparseBlockShape& shape = kSparseBlockShapes[block];
-    const double block_cost = static_cast<double>(shape.n * shape.k) / kBsrDensityCrossover[block];
-    const auto threshold =
-        std::max<int64_t>(1, static_cast<int64_t>(std::ceil(block_cost / csr_cost)));
-    double cost = 0;
-    for (int32_t count : block_counts(w, k, n, shape))
-      cost += count >= threshold ? block_cost : count * csr_cost;
-    cost /= elements;
-    if (cost < kLayoutSwitchMargin * choice.relative_cost) {
-      choice.relative_cost = cost;
-      choice.layout = {.block = block, .min_block_nonzeros = threshold};
+  choice.density = static_cast<double>(cover->nonzeros) / elements;
+  choice.relative_cost = cover->relative_cost;
+  // block names the part with the most nonzeros (informational: the cover
+  // decides what is packed).
+  int64_t most = cover->csr_nonzeros;
+  for (int s = 0; s < kSparseBlockShapeCount; ++s)
+    if (!cover->blocks[s].empty() && cover->block_nonzeros[s] >= most) {
+      most = cover->block_nonzeros[s];
+      choice.layout.block = s;
     }
-  }
-  char text[160];
-  std::snprintf(text, sizeof text, "B density %s: %s, est. %.2fx the dense time",
-                percent(choice.density).c_str(), layout_name(choice.layout).c_str(),
-                choice.relative_cost);
-  choice.summary = text;
+  choice.layout.min_block_nonzeros = cover->csr_nonzeros > 0 && choice.layout.block >= 0 ? 2 : 1;
+  char text[96];
+  std::snprintf(text, sizeof text, ", est. %.2fx the dense time (costs: ", choice.relative_cost);
+  choice.summary = "B density " + percent(choice.density) + ": " + cover_parts_summary(*cover) +
+                   text + costs.source + ")";
+  choice.layout.cover = std::move(cover);
   return choice;
 }
 

@@ -22,8 +22,10 @@
 //    and FMAs it into the MB-row vector Y^T[n] (4 vectors: one broadcast and
 //    one index per 4 FMAs; LIBXSMM's / XNNPACK's SpMM orientation), then
 //    Y^T is transposed back. Unstructured nonzeros never fill an N-vector.
-// A SparseMatrix holds one or both parts; with both, per chunk of rows the
-// BSR part runs first and the CSR part adds to it with the real epilogue.
+// A SparseMatrix holds a CSR part and/or BSR parts of several shapes (the
+// weighted block cover of block_cover.hpp); with more than one, per chunk
+// of rows the first part writes the bare product, the others add to it and
+// the last one applies the epilogue.
 //
 // The kernels (AVX-512, AVX2, SSE2 via xsimd) are those of the SGEMM ISA in
 // use when the matrix is packed (kernels/cpu/gemm.hpp: gemm_isa(), forced
@@ -43,6 +45,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/sparse/block_cover.hpp"
 
 namespace tessera::kernels::sparse {
 
@@ -50,26 +53,24 @@ using cpu::GemmEpilogue;
 using cpu::GemmIsa;
 using cpu::GemmTile;
 
-// A BSR block: `n` columns of Y (B's N axis) × `k` steps of K.
-struct SparseBlockShape {
-  int n = 1, k = 1;
-};
-// Every block shape with a kernel, in this order (index = SparseLayout::block).
-inline constexpr SparseBlockShape kSparseBlockShapes[] = {{4, 1}, {8, 1}, {16, 1}, {32, 32}};
-inline constexpr int kSparseBlockShapeCount = 4;
-std::string block_shape_name(int block);  // e.g. "32x32"
-
-// What pack_sparse_b() stores: blocks of shape kSparseBlockShapes[block]
-// holding at least min_block_nonzeros nonzeros go to the BSR part, every
-// other nonzero to the CSR part. block = -1: CSR only; min_block_nonzeros =
-// 1: BSR only (blocks keep their zeros).
+// What pack_sparse_b() stores. With a cover (choose_sparse_layout()'s
+// choice): one BSR part per block shape the cover uses, holding its blocks,
+// and every other nonzero in the CSR part; block and min_block_nonzeros
+// then only name the part with the most nonzeros. Without one, a single
+// part: blocks of shape kSparseBlockShapes[block] holding at least
+// min_block_nonzeros nonzeros go to the BSR part, every other nonzero to
+// the CSR part. block = -1: CSR only; min_block_nonzeros = 1: BSR only
+// (blocks keep their zeros).
 struct SparseLayout {
   int block = -1;
   int64_t min_block_nonzeros = 1;
+  std::shared_ptr<const BlockCover> cover = nullptr;
 };
-std::string layout_name(const SparseLayout& layout);  // "csr", "bsr16x1", "bsr32x32+csr"
+// "csr", "bsr16x1", "bsr32x32+csr", "bsr32x32+bsr16x1+csr"
+std::string layout_name(const SparseLayout& layout);
 
-// A weight B [K, N] packed into a BSR part and/or a CSR part.
+// A weight B [K, N] packed into BSR parts (one per block shape) and/or a
+// CSR part; each nonzero is in exactly one part.
 class SparseMatrix {
  public:
   struct Free {
@@ -112,13 +113,16 @@ class SparseMatrix {
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   GemmIsa isa() const { return isa_; }
-  const Bsr& bsr() const { return bsr_; }
+  // The BSR parts, ascending block shape; bsr() is the first (block -1
+  // when there is none).
+  const std::vector<Bsr>& bsr_parts() const { return bsr_parts_; }
+  const Bsr& bsr() const;
   const Csr& csr() const { return csr_; }
   SparseLayout layout() const { return layout_; }
   int64_t nonzeros() const { return nonzeros_; }  // of B
   // Floats the kernels multiply per row of A: BSR blocks' elements + CSR nonzeros.
   int64_t stored_elements() const;
-  bool empty() const { return !bsr_.values && !csr_.present; }
+  bool empty() const { return bsr_parts_.empty() && !csr_.present; }
 
  private:
   friend SparseMatrix pack_sparse_b(const float*, int64_t, int64_t, int64_t, bool,
@@ -126,7 +130,7 @@ class SparseMatrix {
   int64_t k_ = 0, n_ = 0, nonzeros_ = 0;
   GemmIsa isa_ = GemmIsa::kPortable;
   SparseLayout layout_;
-  Bsr bsr_;
+  std::vector<Bsr> bsr_parts_;
   Csr csr_;
 };
 
@@ -144,20 +148,21 @@ void sparse_gemm_tile(const float* a, int64_t lda, const SparseMatrix& b, float*
                       const GemmTile& tile, const GemmEpilogue& epilogue = {});
 
 // The layout the cost model picks for B, and its cost relative to the dense
-// SGEMM (< 1: the sparse kernel is expected to be faster). The costs per
-// stored element come from the measured density crossovers below.
+// SGEMM (< 1: the sparse kernel is expected to be faster): the weighted
+// block cover (block_cover.hpp) under sparse_costs().
 struct SparseLayoutChoice {
   SparseLayout layout;
   double density = 1.0;        // nonzeros / (K·N)
   double relative_cost = 1.0;  // the layout's time / the dense SGEMM's
-  std::string summary;         // e.g. "density 9.8%: bsr32x32+csr, est. 0.21x dense"
+  // e.g. "B density 9.8%: bsr32x32 71% of nonzeros + bsr16x1 20% + csr 9%,
+  // est. 0.18x the dense time (costs: built-in)"
+  std::string summary;
 };
 SparseLayoutChoice choose_sparse_layout(const float* b, int64_t k, int64_t n, int64_t ldb,
                                         bool transposed);
 
-// Measured crossovers (bench/kernels/bench_spmm.cpp, 1024³, one thread,
-// AVX-512 Xeon): the fraction of B a format may store before it is slower
-// than the dense SGEMM. See sparse_gemm.cpp for the numbers.
+// The crossovers under sparse_costs(): the fraction of B a format may store
+// before it is slower than the dense SGEMM (1 / its cost).
 double csr_density_crossover();
 double bsr_density_crossover(int block);
 

@@ -138,7 +138,7 @@ inline float* grown(std::vector<float>& v, int64_t floats) {
   return v.data() + ((64 - address % 64) % 64) / sizeof(float);
 }
 
-// The BSR part of b over the tile. For each chunk of rows, A is packed into
+// One BSR part of b over the tile. For each chunk of rows, A is packed into
 // MR-row panels; for each strip of BN columns, each panel: the strip's
 // blocks (ascending k, one index per block) are FMA'd into MR×BN
 // accumulators held across all of the strip's blocks, each A value a
@@ -151,7 +151,7 @@ void bsr_tile(const SparseTileRun& run) {
   static_assert(BN % W == 0, "a block is a whole number of vectors");
   constexpr int NV = BN / W;
   constexpr int MR = bsr_rows<Batch, BN>();
-  const SparseMatrix::Bsr& bsr = run.b->bsr();
+  const SparseMatrix::Bsr& bsr = *run.bsr;
   const int64_t k_total = run.b->k();
   const GemmTile& t = run.tile;
   const float* values = bsr.values.get();
@@ -226,7 +226,7 @@ void bsr_tile(const SparseTileRun& run) {
 
 template <class Arch>
 void bsr_tile_any(const SparseTileRun& run) {
-  switch (run.b->bsr().block) {
+  switch (run.bsr->block) {
     case 0:
       return bsr_tile<Arch, 4, 1>(run);
     case 1:

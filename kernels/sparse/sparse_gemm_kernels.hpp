@@ -8,8 +8,9 @@
 
 namespace tessera::kernels::sparse {
 
-// One part (BSR or CSR) of `b` over the tile, with `epilogue` (its
-// accumulate flag says whether the part adds to C).
+// One part of `b` over the tile, with `epilogue` (its accumulate flag says
+// whether the part adds to C): the BSR part `bsr` (one of b's bsr_parts())
+// for a BSR kernel, b's CSR part for a CSR kernel.
 struct SparseTileRun {
   const float* a = nullptr;
   int64_t lda = 0;
@@ -18,6 +19,7 @@ struct SparseTileRun {
   int64_t ldc = 0;
   GemmTile tile;
   const GemmEpilogue* epilogue = nullptr;
+  const SparseMatrix::Bsr* bsr = nullptr;
 };
 
 using SparseTileKernel = void (*)(const SparseTileRun&);

@@ -30,6 +30,19 @@
 // anyway), and an NHWC output gets each pixel block's sums transposed
 // before the epilogue.
 //
+// NHWC (X, Y and any residual), the layout the engine uses for these
+// convs, takes a different route when the weights were packed for it at
+// prepare (X NHWC then): the conv as an implicit GEMM Y[P, OC] = A[P, K] ·
+// W^T[K, OC] over K = (kh, kw, c), with W^T in the sparse GEMM's packing
+// (sparse_gemm.hpp: CSR whose lanes run along 64-row panels of A^T, so one
+// broadcast of a nonzero feeds 4 FMAs, or BSR where the cost model finds
+// blocks). A patch row is kH·kW contiguous runs of C floats of NHWC X (a
+// 1×1 stride-1 conv reads X itself; stride-1 convs overlap the rows of a
+// kW× smaller buffer instead, see build_stacks), Y's rows are written in
+// place, and no transposes of X or of Y are needed. It measured faster than SparDR's
+// reconstruction on every NHWC layer of Table II (bench_spardr), whose
+// inner loop pays two loads per FMA and two transposes per tile in NHWC.
+//
 // Load balancing (§III-C): SparDR bucket-sorts output channels by nonzero
 // count and deals them to threads. Tessera's threads take tiles, fixed
 // output regions the tiler chose and the dependency edges name, so a tile
@@ -51,6 +64,7 @@
 #include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/sparse/conv_spardr_kernels.hpp"
+#include "kernels/sparse/sparse_gemm.hpp"
 
 namespace tessera::kernels::sparse {
 namespace {
@@ -66,6 +80,19 @@ constexpr int64_t kReconstructedFloats = int64_t{1} << 18;
 constexpr int64_t kL1SliceBytes = 24 * 1024;
 constexpr double kMinBlockNonzeros = 24.0;
 
+// Patch rows of the implicit GEMM per call hold about this many floats
+// (512 KiB of the 2 MiB L2, which also holds the CSR weights' stream and
+// the output rows); at least kPatchMinPixels rows: the sparse GEMM's CSR
+// kernel works on panels of 64 rows (sparse_gemm.hpp).
+constexpr int64_t kPatchFloats = int64_t{1} << 17;
+constexpr int64_t kPatchMinPixels = 64;
+// Stacked rows (run_stacked_gemm) per call: about 1 MiB of stacks, but at
+// least kStackMinPixels grid positions, so that the last, partly used
+// 64-row panel of the sparse GEMM is a small part of the call (with 5 rows
+// of 16, 40% of CV10's work was padding of the last panel).
+constexpr int64_t kStackFloats = int64_t{1} << 18;
+constexpr int64_t kStackMinPixels = 256;
+
 // The weight densities below which cpu.conv_sparse beats the dense variant
 // that would run the conv otherwise, measured with
 // `bench_spardr --sweep` (Table II's 13 layers at 2%..60% density, NHWC,
@@ -79,6 +106,14 @@ constexpr double kMaxDensityVsWinograd = 0.08;
 constexpr double kMaxDensityPointwiseFewPixels = 0.12;
 constexpr int64_t kFewPixels = 100;  // output pixels per image
 constexpr double kMaxDensityOther = 0.20;
+// The same for NHWC X (the implicit GEMM on the sparse GEMM's CSR kernel),
+// `bench_spardr --sweep --reps 3`: against cpu.conv_winograd the crossover
+// was ~20% for CV9 (28×28), ~10% for CV11 (40×40) and below 10% for CV13
+// (80×80, 96 channels: 1.3x even at 2%, where transposing A costs as much
+// as Winograd's transforms); against cpu.conv_gemm ~37% (CV2), 40–45%
+// (CV1, CV3, CV10), 55% and above elsewhere.
+constexpr double kMaxDensityNhwcVsWinograd = 0.08;
+constexpr double kMaxDensityNhwcOther = 0.30;
 
 struct ConvSparsePrepared {
   cpu::ConvGeometry geometry;
@@ -89,6 +124,19 @@ struct ConvSparsePrepared {
   int64_t plane_floats = 0;     // one L plane: (chunk_rows + max_q) rows of out_w
   int64_t l_floats = 0;         // L with its read slack
   SpardrKernel kernel = nullptr;
+  // The implicit-GEMM form, packed when X is NHWC at prepare and W has a
+  // nonzero: Y[P, OC] = A[P, K] · W^T[K, OC] with K = (kh, kw, c), so a
+  // patch row of A is kH·kW contiguous runs of C channels of NHWC X, and a
+  // 1×1 stride-1 unpadded conv reads X itself as A (no copy at all).
+  std::unique_ptr<SparseMatrix> patch_weights;
+  bool pointwise_direct = false;  // 1×1, stride 1, no padding: A = X
+  // Stride 1, dilation_w 1, no fused residual: A's rows overlap in a buffer
+  // of stacked input rows (see build_stacks), K ordered (kw, kh, c).
+  bool stacked = false;
+  int64_t padded_w = 0;            // out_w + kW − 1: the stacks' grid width
+  int64_t stack_rows = 0;          // output rows per stacked chunk
+  int64_t patch_depth = 0;         // K
+  int64_t patch_chunk_pixels = 0;  // patch rows built per sparse_gemm_tile call
 };
 
 struct ConvSparseScratch {
@@ -98,6 +146,8 @@ struct ConvSparseScratch {
   std::vector<float> sums_t;      // the same, pixel-major
   std::vector<float> residual;    // a residual in the other layout than Y
   std::vector<int32_t> channels;  // the tile's output channels in bucket order
+  std::vector<float> patches;     // the implicit GEMM's A rows of one chunk
+  std::vector<float> grid_y;      // its output on the stacks' padded grid
 };
 
 ConvSparseScratch& thread_scratch() {
@@ -298,12 +348,146 @@ void run_chunk(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, 
   prep.kernel(chunk);
 }
 
+// Patch rows of output pixels [p0, p0 + count) of image n into `a`
+// ([count, K], K = (kh, kw, c)): each tap's C channels are one contiguous
+// run of NHWC X, or zeros where the tap falls in the padding.
+void build_patches(const float* image, const cpu::ConvGeometry& g, int64_t p0, int64_t count,
+                   float* a) {
+  const int64_t c_count = g.channels, depth = g.k_h * g.k_w * c_count;
+  const size_t run_bytes = static_cast<size_t>(c_count) * sizeof(float);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t p = p0 + i, oh = p / g.out_w, ow = p % g.out_w;
+    float* row = a + i * depth;
+    for (int64_t kh = 0; kh < g.k_h; ++kh) {
+      const int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+      float* taps = row + kh * g.k_w * c_count;
+      if (ih < 0 || ih >= g.in_h) {
+        std::fill(taps, taps + g.k_w * c_count, 0.0f);
+        continue;
+      }
+      for (int64_t kw = 0; kw < g.k_w; ++kw) {
+        const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+        if (iw < 0 || iw >= g.in_w)
+          std::fill(taps + kw * c_count, taps + (kw + 1) * c_count, 0.0f);
+        else
+          std::memcpy(taps + kw * c_count, image + (ih * g.in_w + iw) * c_count, run_bytes);
+      }
+    }
+  }
+}
+
+// The implicit GEMM over output pixels [p0, p1) of image n (contiguous in
+// NHWC Y), channels [oc0, oc1): X, Y and the residual are all NHWC, so Y's
+// rows are the GEMM's rows with ldc = OC and the epilogue's bias is per
+// column.
+void run_patch_gemm(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, int64_t p0,
+                    int64_t p1, int64_t oc0, int64_t oc1, cpu::GemmEpilogue epilogue) {
+  const cpu::ConvGeometry& g = prep.geometry;
+  const int64_t out_plane = g.out_h * g.out_w, oc = g.out_channels;
+  const float* image = args.inputs[0].data + n * g.channels * g.in_h * g.in_w;
+  float* y = args.output.data + n * out_plane * oc;
+  const float* residual =
+      args.input_count == 4 ? args.inputs[3].data + n * out_plane * oc : nullptr;
+  epilogue.bias_kind = epilogue.bias ? cpu::GemmBias::kPerColumn : cpu::GemmBias::kNone;
+  epilogue.ld_residual = oc;
+  if (prep.pointwise_direct) {
+    epilogue.residual = residual;
+    sparse_gemm_tile(image, g.channels, *prep.patch_weights, y, oc,
+                     {.m0 = p0, .m1 = p1, .n0 = oc0, .n1 = oc1}, epilogue);
+    return;
+  }
+  float* a = grown(thread_scratch().patches, prep.patch_chunk_pixels * prep.patch_depth);
+  for (int64_t p = p0; p < p1; p += prep.patch_chunk_pixels) {
+    const int64_t count = std::min(prep.patch_chunk_pixels, p1 - p);
+    build_patches(image, g, p, count, a);
+    epilogue.residual = residual ? residual + p * oc : nullptr;
+    sparse_gemm_tile(a, prep.patch_depth, *prep.patch_weights, y + p * oc, oc,
+                     {.m0 = 0, .m1 = count, .n0 = oc0, .n1 = oc1}, epilogue);
+  }
+}
+
+// The stacked-rows form of the implicit GEMM for stride 1, dilation_w 1:
+// on the padded input's grid (width padded_w), stack row r = (i, j) holds
+// the kH taps' C channels [X(oh0 + i - pad_top + kh·d_h, j - pad_left)
+// for kh] (zeros in the padding), so the patch row of grid position q =
+// i·padded_w + ow — all kH·kW·C floats, in (kw, kh, c) order — is stack
+// rows q .. q + kW − 1, contiguous: A is the stacks read with lda = kH·C,
+// each input pixel copied kH times instead of kH·kW times (SparDR's
+// vertical reuse, §III-B, done by overlapping GEMM rows). Grid positions
+// past out_w are computed and dropped.
+void build_stacks(const float* image, const cpu::ConvGeometry& g, int64_t padded_w, int64_t oh0,
+                  int64_t stack_count, float* z) {
+  const int64_t c_count = g.channels, depth = g.k_h * c_count;
+  const size_t run_bytes = static_cast<size_t>(c_count) * sizeof(float);
+  for (int64_t r = 0; r < stack_count; ++r) {
+    const int64_t i = r / padded_w, iw = r % padded_w - g.pad_left;
+    float* row = z + r * depth;
+    for (int64_t kh = 0; kh < g.k_h; ++kh) {
+      const int64_t ih = oh0 + i - g.pad_top + kh * g.dilation_h;
+      if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w)
+        std::fill(row + kh * c_count, row + (kh + 1) * c_count, 0.0f);
+      else
+        std::memcpy(row + kh * c_count, image + (ih * g.in_w + iw) * c_count, run_bytes);
+    }
+  }
+}
+
+// Output rows [oh0, oh1) × columns [ow0, ow1) × channels [oc0, oc1) of
+// image n by stacked rows, stack_rows output rows per GEMM; the GEMM runs
+// bias and activation (no residual: its rows would be the grid's), then
+// the valid columns are copied out.
+void run_stacked_gemm(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, int64_t oh0,
+                      int64_t oh1, int64_t ow0, int64_t ow1, int64_t oc0, int64_t oc1,
+                      cpu::GemmEpilogue epilogue) {
+  const cpu::ConvGeometry& g = prep.geometry;
+  const int64_t oc = g.out_channels, wp = prep.padded_w, depth = g.k_h * g.channels;
+  const float* image = args.inputs[0].data + n * g.channels * g.in_h * g.in_w;
+  float* y = args.output.data + n * g.out_h * g.out_w * oc;
+  epilogue.bias_kind = epilogue.bias ? cpu::GemmBias::kPerColumn : cpu::GemmBias::kNone;
+  ConvSparseScratch& scratch = thread_scratch();
+  const int64_t max_stacks = prep.stack_rows * wp + g.k_w - 1;
+  float* z = grown(scratch.patches, max_stacks * depth);
+  float* grid = grown(scratch.grid_y, prep.stack_rows * wp * oc);
+  const size_t span_bytes = static_cast<size_t>(oc1 - oc0) * sizeof(float);
+  for (int64_t oh = oh0; oh < oh1; oh += prep.stack_rows) {
+    const int64_t rows = std::min(prep.stack_rows, oh1 - oh);
+    build_stacks(image, g, wp, oh, rows * wp + g.k_w - 1, z);
+    sparse_gemm_tile(z, depth, *prep.patch_weights, grid, oc,
+                     {.m0 = ow0, .m1 = (rows - 1) * wp + ow1, .n0 = oc0, .n1 = oc1}, epilogue);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* src = grid + (i * wp + ow0) * oc;
+      float* dst = y + ((oh + i) * g.out_w + ow0) * oc;
+      if (oc0 == 0 && oc1 == oc) {
+        std::memcpy(dst, src, static_cast<size_t>((ow1 - ow0) * oc) * sizeof(float));
+        continue;
+      }
+      for (int64_t j = 0; j < ow1 - ow0; ++j)
+        std::memcpy(dst + j * oc + oc0, src + j * oc + oc0, span_bytes);
+    }
+  }
+}
+
+// Whether this run can take the implicit GEMM: packed at prepare, and X, Y
+// and the residual all NHWC (the GEMM's rows are pixels with channels
+// contiguous).
+bool runs_patch_gemm(const TileArgs& args, const ConvSparsePrepared& prep) {
+  const cpu::ConvGeometry& g = prep.geometry;
+  return prep.patch_weights && is_nhwc(args.inputs[0].layout, g) &&
+         is_nhwc(args.output.layout, g) &&
+         (args.input_count < 4 || is_nhwc(args.inputs[3].layout, g));
+}
+
 }  // namespace
 
 double conv_sparse_max_density(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
-  if (!cpu::conv_winograd_applies(op, inputs)) return kMaxDensityVsWinograd;
   cpu::ConvGeometry g;
   if (shape_applies(op, inputs, g)) return 0.0;
+  // X's layout at prepare picks the route (the NHWC one also needs Y and a
+  // residual in NHWC, which is what layout assignment gives convs).
+  const bool winograd = !cpu::conv_winograd_applies(op, inputs);
+  if (is_nhwc(inputs[0].layout, g))
+    return winograd ? kMaxDensityNhwcVsWinograd : kMaxDensityNhwcOther;
+  if (winograd) return kMaxDensityVsWinograd;
   const bool pointwise = g.k_h == 1 && g.k_w == 1;
   return pointwise && g.out_h * g.out_w < kFewPixels ? kMaxDensityPointwiseFewPixels
                                                      : kMaxDensityOther;
@@ -322,9 +506,11 @@ std::optional<std::string> conv_sparse_applies(const graph::Operator& op,
   char why[320];
   std::snprintf(why, sizeof why,
                 "weight density %.1f%%: not sparse enough to beat the dense conv (SparDR pays "
-                "below %.0f%% density here; measured crossovers: %.0f%% against Winograd, "
-                "%.0f%% for 1x1 with < %lld output pixels, else %.0f%%)",
-                100.0 * density, 100.0 * max_density, 100.0 * kMaxDensityVsWinograd,
+                "below %.0f%% density here; measured crossovers: NHWC %.0f%% against "
+                "Winograd, else %.0f%%; NCHW %.0f%% against Winograd, %.0f%% for 1x1 with < "
+                "%lld output pixels, else %.0f%%)",
+                100.0 * density, 100.0 * max_density, 100.0 * kMaxDensityNhwcVsWinograd,
+                100.0 * kMaxDensityNhwcOther, 100.0 * kMaxDensityVsWinograd,
                 100.0 * kMaxDensityPointwiseFewPixels, static_cast<long long>(kFewPixels),
                 100.0 * kMaxDensityOther);
   return std::string(why);
@@ -397,6 +583,40 @@ PreparedOp prepare_conv_sparse(const graph::Operator& op, std::span<const ConstT
   for (size_t b = buckets.size(); b-- > 0;)
     w.order.insert(w.order.end(), buckets[b].begin(), buckets[b].end());
   prep->kernel = kernel_for_isa(cpu::gemm_isa());
+  prep->patch_depth = taps * g.channels;
+  if (is_nhwc(inputs[0].layout, g) && w_nonzeros > 0 &&
+      prep->patch_depth < std::numeric_limits<int32_t>::max()) {
+    prep->pointwise_direct = taps == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
+                             g.pad_left == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
+    // Stride 1, dilation_w 1: out_w + kW − 1 columns cover every window.
+    prep->padded_w = g.out_w + g.k_w - 1;
+    prep->stacked = !prep->pointwise_direct && g.stride_h == 1 && g.stride_w == 1 &&
+                    g.dilation_w == 1 && !op.attrs.fused_residual;
+    // W [OC, C, kH, kW] → W' [OC, K] with K in the order of A's rows:
+    // (kw, kh, c) for stacked rows, (kh, kw, c) for patch rows; W' is W^T
+    // stored transposed.
+    std::vector<float> reordered(static_cast<size_t>(g.out_channels * prep->patch_depth));
+    for (int64_t o = 0; o < g.out_channels; ++o)
+      for (int64_t c = 0; c < g.channels; ++c)
+        for (int64_t kh = 0; kh < g.k_h; ++kh)
+          for (int64_t kw = 0; kw < g.k_w; ++kw) {
+            const int64_t tap = prep->stacked ? kw * g.k_h + kh : kh * g.k_w + kw;
+            reordered[static_cast<size_t>((o * taps + tap) * g.channels + c)] =
+                weight[(o * g.channels + c) * taps + kh * g.k_w + kw];
+          }
+    const SparseLayoutChoice choice = choose_sparse_layout(reordered.data(), prep->patch_depth,
+                                                           g.out_channels, prep->patch_depth, true);
+    prep->patch_weights = std::make_unique<SparseMatrix>(
+        pack_sparse_b(reordered.data(), prep->patch_depth, g.out_channels, prep->patch_depth,
+                      /*transposed=*/true, choice.layout));
+    const int64_t stack_depth = g.k_h * g.channels;
+    const int64_t rows_in_cache = (kStackFloats / stack_depth - g.k_w) / prep->padded_w;
+    const int64_t rows_for_panels = (kStackMinPixels + prep->padded_w - 1) / prep->padded_w;
+    prep->stack_rows = std::clamp<int64_t>(std::max(rows_in_cache, rows_for_panels), 1,
+                                           std::max<int64_t>(1, g.out_h));
+    prep->patch_chunk_pixels = std::max(
+        kPatchMinPixels, kPatchFloats / prep->patch_depth / kPatchMinPixels * kPatchMinPixels);
+  }
   return prep;
 }
 
@@ -435,6 +655,23 @@ void conv_sparse(const TileArgs& args) {
   // Whole output rows, chunk_rows at a time, or one part-row at a time:
   // each chunk's pixels are contiguous in pixel order.
   const bool whole_rows = ow0 == 0 && ow1 == g.out_w;
+  if (runs_patch_gemm(args, prep) && prep.stacked) {
+    for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
+      run_stacked_gemm(args, prep, n, oh0, oh1, ow0, ow1, oc0, oc1, epilogue);
+    return;
+  }
+  if (runs_patch_gemm(args, prep)) {
+    // Whole rows: one contiguous pixel range per image; else one per row.
+    for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
+      if (whole_rows) {
+        run_patch_gemm(args, prep, n, oh0 * g.out_w, oh1 * g.out_w, oc0, oc1, epilogue);
+        continue;
+      }
+      for (int64_t oh = oh0; oh < oh1; ++oh)
+        run_patch_gemm(args, prep, n, oh * g.out_w + ow0, oh * g.out_w + ow1, oc0, oc1, epilogue);
+    }
+    return;
+  }
   const int64_t chunk_rows = whole_rows ? prep.chunk_rows : 1;
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
     for (int64_t oh = oh0; oh < oh1; oh += chunk_rows)

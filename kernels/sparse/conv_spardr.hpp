@@ -3,7 +3,10 @@
 // after SparDR (papers/spardr.md): feature-dataflow reconstruction of the
 // input into a matrix L per tile (§III-B: data aggregation with vertical
 // data reuse), weights in CSR whose indices are offsets into L (§III-C index
-// mapping), output channels bucket-sorted by nonzero count (§III-C).
+// mapping), output channels bucket-sorted by nonzero count (§III-C). With
+// X, Y and the residual NHWC (X's layout at prepare decides what is packed)
+// it runs as an implicit GEMM on the sparse GEMM's kernels instead
+// (sparse_gemm.hpp; see conv_spardr.cpp), which measured faster there.
 //
 // Applies to 1-D/2-D Conv, group == 1, any kernel size, stride, padding and
 // dilation, with the dense convs' fused epilogue (bias, activation,

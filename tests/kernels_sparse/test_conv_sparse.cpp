@@ -316,8 +316,59 @@ TEST_CASE("cpu.conv_sparse: SparDR's layer forms, with several chunks per tile")
     }
 }
 
+TEST_CASE("cpu.conv_sparse: the NHWC implicit-GEMM routes, with several chunks per tile") {
+  std::mt19937_64 rng(base_seed() + 3);
+  uint64_t seed = base_seed() * 31u + 3000;
+  // X, Y and R all NHWC: 1x1 stride 1 unpadded reads X as the GEMM's A;
+  // stride 1 with dilation_w 1 and no residual takes the stacked rows
+  // (131 channels x 3 taps x 43 grid columns: several chunks of rows);
+  // the rest (strides, dilation_w 2, a residual) builds patch rows (K =
+  // 1179: 64-pixel chunks).
+  ConvSpec three{.channels = 131,
+                 .out_channels = 19,
+                 .in_h = 47,
+                 .in_w = 41,
+                 .k_h = 3,
+                 .k_w = 3,
+                 .pad_top = 1,
+                 .pad_left = 1,
+                 .pad_bottom = 1,
+                 .pad_right = 1};
+  ConvSpec dilated_h = three, dilated_w = three, strided = three, uneven = three;
+  dilated_h.dilation_h = 2;
+  dilated_w.dilation_w = 2;
+  strided.stride_h = strided.stride_w = 2;
+  uneven.k_h = 5;
+  uneven.k_w = 2;
+  uneven.pad_top = 0;
+  uneven.pad_left = 1;
+  uneven.pad_bottom = 3;
+  uneven.pad_right = 0;
+  uneven.in_h = 13;
+  uneven.in_w = 1;
+  const ConvSpec pointwise{.channels = 67, .out_channels = 37, .in_h = 29, .in_w = 31};
+  ConvSpec pointwise_strided = pointwise, pointwise_padded = pointwise, single = pointwise;
+  pointwise_strided.stride_h = pointwise_strided.stride_w = 2;
+  pointwise_padded.pad_top = pointwise_padded.pad_right = 1;
+  single.in_h = single.in_w = 1;
+  single.channels = 1;
+  for (const ConvSpec& base : {three, dilated_h, dilated_w, strided, uneven, pointwise,
+                               pointwise_strided, pointwise_padded, single})
+    for (int v = 0; v < 3; ++v) {
+      ConvSpec s = base;
+      s.batch = pick<int64_t>(rng, {1, 2});
+      s.bias = v != 0;
+      s.residual = v == 2;
+      s.activation = random_activation(rng);
+      s.density = pick(rng, {0.05, 0.17, 0.6});
+      s.empty_channels = pick(rng, {0.0, 0.25});
+      s.x_layout = s.y_layout = s.r_layout = Layout::NHWC;
+      check_conv(s, seed++);
+    }
+}
+
 std::optional<std::string> applies(const ConvSpec& s, bool constant_weights = true,
-                                   int64_t group = 1) {
+                                   int64_t group = 1, Layout x_layout = Layout::NCHW) {
   std::optional<ConvCase> c = make_case(s);
   REQUIRE(c.has_value());
   c->op.attrs.group = group;
@@ -327,8 +378,8 @@ std::optional<std::string> applies(const ConvSpec& s, bool constant_weights = tr
   const std::vector<std::vector<float>> data = make_data(data_spec, *c, rng);
   std::vector<ConstTensorView> views;
   for (size_t i = 0; i < c->shapes.size(); ++i)
-    views.push_back(
-        {(i == 1 && constant_weights) || i == 2 ? data[i].data() : nullptr, &c->shapes[i]});
+    views.push_back({(i == 1 && constant_weights) || i == 2 ? data[i].data() : nullptr,
+                     &c->shapes[i], i == 0 ? x_layout : Layout::NCHW});
   const TileKernelVariant* v = kernels::find_tile_kernel_variant(OpType::Conv, kVariant);
   REQUIRE(v != nullptr);
   return v->applies(c->op, views);
@@ -363,6 +414,13 @@ TEST_CASE("cpu.conv_sparse applies below its density crossover and says why not 
   check_reason(applies(s, /*constant_weights=*/false), "not constant");
   check_reason(applies(s, true, /*group=*/2), "group");
   check_reason(applies(s, true, /*group=*/32), "group");
+
+  // A 1x1 conv at 25% density: above the NCHW crossover (20%), below the
+  // NHWC one (30%, the implicit GEMM's).
+  ConvSpec pointwise{.channels = 64, .out_channels = 64, .in_h = 14, .in_w = 14};
+  pointwise.density = 0.25;
+  check_reason(applies(pointwise), "not sparse enough");
+  CHECK_FALSE(applies(pointwise, true, 1, Layout::NHWC));
 }
 
 TEST_CASE("cpu.conv_sparse ranks above the dense conv variants") {

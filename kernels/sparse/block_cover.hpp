@@ -57,8 +57,9 @@ struct SparseCosts {
 SparseCosts builtin_sparse_costs();
 
 // The costs for the SGEMM ISA in use (cpu::gemm_isa()), determined once
-// per process and ISA: TESSERA_SPARSE_COSTS=builtin forces the built-in
-// ones; otherwise the cache file sparse_cost_cache_path() is read, or,
+// per process and ISA: the built-in ones unless TESSERA_SPARSE_COSTS=measure
+// (block_cover.cpp says why); with it, the cache file
+// sparse_cost_cache_path() is read, or,
 // when it does not exist, the kernels are timed (measure_sparse_costs(),
 // ~0.1 s) and the result written there. A cache that cannot be read or
 // parsed, or written, leaves the built-in costs with a note in `source`.

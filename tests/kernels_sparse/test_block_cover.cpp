@@ -380,9 +380,17 @@ TEST_CASE("cost files: round trip; garbage, other keys and unreadable files are 
   CHECK_FALSE(error.empty());
 }
 
-TEST_CASE("costs per machine: measured once and cached; a bad cache falls back to built-in") {
+TEST_CASE(
+    "costs per machine: built-in by default; measured once and cached on request; a bad cache "
+    "falls back to built-in") {
   TempDir dir;
-  ScopedEnv no_force("TESSERA_SPARSE_COSTS", nullptr);
+  {
+    ScopedEnv unset("TESSERA_SPARSE_COSTS", nullptr);
+    const SparseCosts by_default = sparse::load_sparse_costs();
+    CHECK(same_costs(by_default, sparse::builtin_sparse_costs()));
+    CHECK(by_default.source.find("TESSERA_SPARSE_COSTS=measure") != std::string::npos);
+  }
+  ScopedEnv measure("TESSERA_SPARSE_COSTS", "measure");
   ScopedEnv cache_home("XDG_CACHE_HOME", dir.path.c_str());
   const std::string path = sparse::sparse_cost_cache_path();
   REQUIRE(path.rfind(dir.path.string(), 0) == 0);

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps(), a self-initialised
 // variable, as the unused merge source; -Wmaybe-uninitialized then fires in
@@ -54,37 +55,56 @@ float quantize_row(const float* a, int64_t k, int64_t padded, uint8_t* qa) {
   return scale;
 }
 
-// acc[r][v] += Σ over `groups` groups: qa[r] at group0 + g times the
-// 64-byte operand at b + v·panel_bytes + g·64.
-template <int MR, int NV>
-inline void multiply(const RowBlock& blk, int64_t row, const int8_t* b, int64_t panel_bytes,
-                     int64_t group0, int64_t groups, __m512i (&acc)[MR][NV]) {
-  const uint8_t* qa = blk.qa + (row - blk.m0) * blk.qa_stride + group0 * 4;
-  for (int64_t g = 0; g < groups; ++g) {
-    __m512i bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_si512(b + v * panel_bytes + g * 64);
-    for (int r = 0; r < MR; ++r) {
-      int32_t four;
-      std::memcpy(&four, qa + r * blk.qa_stride + g * 4, sizeof four);
-      const __m512i av = _mm512_set1_epi32(four);
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, bv[v]);
+// C for MR rows from `row` and NV panels from panel p: dense (one run over
+// all k groups of the panels) or, for kBlocks32, strip p / 2's stored
+// blocks. One function with the accumulators local and every MR/NV loop
+// unrolled: passed by reference to helpers, GCC kept them in memory and
+// copied all 24 through the stack on every k group.
+template <int MR, int NV, bool kBlocks>
+void tile_block(const RowBlock& blk, int64_t row, int64_t p) {
+  const QuantizedMatrix& b = *blk.b;
+  __m512i acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
+  const uint8_t* qa_rows = blk.qa + (row - blk.m0) * blk.qa_stride;
+  int64_t i0 = 0, i1 = 1;
+  if constexpr (kBlocks) {
+    i0 = b.strip_blocks()[p / 2];
+    i1 = b.strip_blocks()[p / 2 + 1];
+  }
+  for (int64_t i = i0; i < i1; ++i) {
+    const int8_t* bp = kBlocks ? b.block(i) : b.panel(p);
+    const int64_t groups = kBlocks ? 8 : b.k_groups();
+    const int64_t panel_bytes = kBlocks ? 512 : groups * 64;
+    const uint8_t* qa = qa_rows + (kBlocks ? int64_t{b.block_group()[i]} * 4 : 0);
+    for (int64_t g = 0; g < groups; ++g) {
+      __m512i bv[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_si512(bp + v * panel_bytes + g * 64);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        int32_t four;
+        std::memcpy(&four, qa + r * blk.qa_stride + g * 4, sizeof four);
+        const __m512i av = _mm512_set1_epi32(four);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, bv[v]);
+      }
     }
   }
-}
-
-// C = (acc − compensation) · sa · sb for MR rows and NV panels from panel p.
-template <int MR, int NV>
-inline void store(const RowBlock& blk, int64_t row, int64_t p, __m512i (&acc)[MR][NV]) {
-  const QuantizedMatrix& b = *blk.b;
+  // C = (acc − compensation) · sa · sb, only the tile's columns (a tile may
+  // start or end inside a panel).
+#pragma GCC unroll 4
   for (int v = 0; v < NV; ++v) {
     const int64_t col = (p + v) * kLanes;
-    // Only the tile's columns are written (a tile may start or end inside a panel).
     const int64_t first = std::max<int64_t>(blk.n0 - col, 0);
     const int64_t last = std::min<int64_t>(blk.n1 - col, kLanes);
     if (first >= last) continue;
     const auto mask = static_cast<__mmask16>(((1u << last) - 1) & ~((1u << first) - 1));
     const __m512i comp = _mm512_loadu_si512(b.compensation() + col);
     const __m512 sb = _mm512_loadu_ps(b.scale() + col);
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(blk.sa[row - blk.m0 + r]), sb);
       const __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][v], comp)), scale);
@@ -93,50 +113,32 @@ inline void store(const RowBlock& blk, int64_t row, int64_t p, __m512i (&acc)[MR
   }
 }
 
-template <int MR, int NV>
-void dense_block(const RowBlock& blk, int64_t row, int64_t p) {
-  __m512i acc[MR][NV];
-  for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
-  const int64_t groups = blk.b->k_groups();
-  multiply<MR, NV>(blk, row, blk.b->panel(p), groups * 64, 0, groups, acc);
-  store<MR, NV>(blk, row, p, acc);
-}
-
-// One 32-column strip of a kBlocks32 matrix: its stored blocks only.
-template <int MR>
-void strip_block(const RowBlock& blk, int64_t row, int64_t s) {
-  const QuantizedMatrix& b = *blk.b;
-  __m512i acc[MR][2];
-  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
-  for (int64_t i = b.strip_blocks()[s]; i < b.strip_blocks()[s + 1]; ++i)
-    multiply<MR, 2>(blk, row, b.block(i), 512, b.block_group()[i], 8, acc);
-  store<MR, 2>(blk, row, 2 * s, acc);
-}
-
-template <int MR>
-void row_group(const RowBlock& blk, int64_t row) {
-  if (blk.b->layout() == Int8Layout::kBlocks32) {
-    for (int64_t s = blk.n0 / kInt8Block; s < (blk.n1 + kInt8Block - 1) / kInt8Block; ++s)
-      strip_block<MR>(blk, row, s);
-    return;
-  }
-  const int64_t p0 = blk.n0 / kLanes, p1 = (blk.n1 + kLanes - 1) / kLanes;
-  int64_t p = p0;
-  for (; p + kNv <= p1; p += kNv) dense_block<MR, kNv>(blk, row, p);
-  switch (p1 - p) {
+// Calls f(std::integral_constant<int, MR>, row) for the block's rows in
+// groups of kMr and one shorter group at the end.
+template <class F>
+void for_row_groups(const RowBlock& blk, F&& f) {
+  int64_t m = blk.m0;
+  for (; m + kMr <= blk.m1; m += kMr) f(std::integral_constant<int, kMr>{}, m);
+  switch (blk.m1 - m) {
+    case 5:
+      return f(std::integral_constant<int, 5>{}, m);
+    case 4:
+      return f(std::integral_constant<int, 4>{}, m);
     case 3:
-      dense_block<MR, 3>(blk, row, p);
-      break;
+      return f(std::integral_constant<int, 3>{}, m);
     case 2:
-      dense_block<MR, 2>(blk, row, p);
-      break;
+      return f(std::integral_constant<int, 2>{}, m);
     case 1:
-      dense_block<MR, 1>(blk, row, p);
-      break;
+      return f(std::integral_constant<int, 1>{}, m);
     default:
-      break;
+      return;
   }
+}
+
+template <int NV>
+void dense_panels(const RowBlock& blk, int64_t p) {
+  for_row_groups(
+      blk, [&](auto mr, int64_t row) { tile_block<decltype(mr)::value, NV, false>(blk, row, p); });
 }
 
 }  // namespace
@@ -147,26 +149,28 @@ void rows_avx512_vnni(const RowBlock& blk) {
   for (int64_t m = blk.m0; m < blk.m1; ++m)
     blk.sa[m - blk.m0] =
         quantize_row(blk.a + m * blk.lda, b.k(), padded, blk.qa + (m - blk.m0) * blk.qa_stride);
-  int64_t m = blk.m0;
-  for (; m + kMr <= blk.m1; m += kMr) row_group<kMr>(blk, m);
-  switch (blk.m1 - m) {
-    case 5:
-      row_group<5>(blk, m);
-      break;
-    case 4:
-      row_group<4>(blk, m);
-      break;
+  // Columns outer, rows inner: one group of panels (K·256 bytes) or one
+  // strip's blocks stays in L2 while every row group of the block reads it;
+  // rows outer streamed all of B (2.4 MB for BERT's FFN) from L3 per 6 rows.
+  if (b.layout() == Int8Layout::kBlocks32) {
+    for (int64_t s = blk.n0 / kInt8Block; s < (blk.n1 + kInt8Block - 1) / kInt8Block; ++s)
+      for_row_groups(blk, [&](auto mr, int64_t row) {
+        tile_block<decltype(mr)::value, 2, true>(blk, row, 2 * s);
+      });
+    return;
+  }
+  const int64_t p0 = blk.n0 / kLanes, p1 = (blk.n1 + kLanes - 1) / kLanes;
+  int64_t p = p0;
+  for (; p + kNv <= p1; p += kNv) dense_panels<kNv>(blk, p);
+  switch (p1 - p) {
     case 3:
-      row_group<3>(blk, m);
-      break;
+      return dense_panels<3>(blk, p);
     case 2:
-      row_group<2>(blk, m);
-      break;
+      return dense_panels<2>(blk, p);
     case 1:
-      row_group<1>(blk, m);
-      break;
+      return dense_panels<1>(blk, p);
     default:
-      break;
+      return;
   }
 }
 

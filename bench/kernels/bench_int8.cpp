@@ -19,6 +19,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/gemm_int8.hpp"
 #include "kernels/sparse/sparse_gemm.hpp"
+#include "openmp_one_thread.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  tessera::bench::limit_openmp_to_one_thread();
   if (!int8_isa_supported(Int8Isa::kAvx512Vnni))
     std::printf("note: no AVX-512 VNNI on this CPU; the int8 column is the portable path\n");
   const Shape shapes[] = {{128, 768, 768, "BERT-base seq 128 Q/K/V/out"},

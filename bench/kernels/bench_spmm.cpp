@@ -20,7 +20,6 @@
 // Times are per second of this thread's CPU time (the machine is shared),
 // the median of R repetitions; B is packed outside the timed loop (weights
 // are packed at model load). GFLOP/s are dense-equivalent (2·M·N·K / t).
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +37,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/sparse/block_cover.hpp"
 #include "kernels/sparse/sparse_gemm.hpp"
+#include "openmp_one_thread.hpp"
 
 #if TESSERA_BENCH_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -163,10 +163,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // oneDNN on Debian uses libgomp: one thread, like Tessera here.
-  using SetThreads = void (*)(int);
-  if (auto set_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
-    set_threads(1);
+  tessera::bench::limit_openmp_to_one_thread();
 
   const int64_t m = size, k = size, n = size;
   const double flop = 2.0 * static_cast<double>(m) * n * k;

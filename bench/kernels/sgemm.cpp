@@ -12,7 +12,6 @@
 // model load); dnnl_sgemm packs internally on every call, which costs it a
 // few percent on the small tile shapes. Both run on one thread.
 #include <benchmark/benchmark.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -26,6 +25,7 @@
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
+#include "openmp_one_thread.hpp"
 
 #if TESSERA_BENCH_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -174,11 +174,7 @@ class SummaryReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // oneDNN on Debian uses libgomp, loaded with it; one thread for the
-  // single-core comparison (OMP_NUM_THREADS is read before main).
-  using SetThreads = void (*)(int);
-  if (auto set_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
-    set_threads(1);
+  tessera::bench::limit_openmp_to_one_thread();
 
   const double clock_hz = measure_clock_hz();
   const bool avx512 = gemm_isa_supported(GemmIsa::kAvx512);

@@ -21,6 +21,11 @@ thread count they run at.
       [--threads 1 2] [--iterations 10] [--warmup 2] [--rounds 1] [--json FILE] \\
       [--models-dir out/torch_models] [--pruned-dir out/pruned]
 
+With --int8, a fourth column set: Tessera-sparse with every pruned weight annotated 8-bit
+(`--sparsity FILE.json`, "bits": 8: SparTA's bit rounding, cpu.*_int8[_blocks] kernels), its
+speedup over ORT and its max |x - ort| / max |ort| (int8 is not bit-equal to float32; its
+per-element bound is gemm_int8.hpp's int8_error_bound()).
+
 Columns: median ms of each; sparse/ort (below 1: Tessera-sparse is faster), speedup over ORT
 (ort/sparse; the issue's target is >= 3x), sparse/dense, and max |x - ort| / max |ort| of both
 Tessera builds. Then, per case, the kernel each pruned weight's op got (counted, from the
@@ -159,7 +164,10 @@ def main():
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "out", "torch_models"))
     ap.add_argument("--pruned-dir", default=os.path.join(ROOT, "out", "pruned"))
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--int8", action="store_true",
+                    help="also Tessera-sparse with the pruned weights annotated 8-bit")
     args = ap.parse_args()
+    variants = dict(VARIANTS)
     tessera = os.path.abspath(args.tessera)
     if not os.access(tessera, os.X_OK):
         raise SystemExit(f"error: {tessera} is not an executable (build first)")
@@ -172,7 +180,8 @@ def main():
           f"alternating round(s)")
     print(f"{'case':<16} {'thr':>3} {'ort ms':>9} {'dense ms':>9} {'sparse ms':>9} "
           f"{'sparse/ort':>10} {'x vs ort':>8} {'sp/dense':>8} {'diff dense':>10} "
-          f"{'diff sparse':>11}", flush=True)
+          f"{'diff sparse':>11}" + (f" {'int8 ms':>9} {'x vs ort':>8} {'diff int8':>9}"
+                                     if args.int8 else ""), flush=True)
     results, summaries = [], {}
     for case in args.cases:
         source_name, prune_args = CASES[case]
@@ -188,10 +197,15 @@ def main():
         spec_path = os.path.join(work, "spec.json")
         with open(spec_path, "w") as f:
             json.dump(spec, f)
+        if args.int8:
+            bits = os.path.join(work, "bits8.json")
+            with open(bits, "w") as f:
+                json.dump([{"tensor": name, "bits": 8} for name in weights], f)
+            variants["int8"] = ["--sparsity", bits]
         for t in args.threads:
             row = {"case": case, "threads": t, "pruned_onnx": pruned_path, **prune_args}
             outs, runners = {}, {}
-            for variant, flags in VARIANTS.items():
+            for variant, flags in variants.items():
                 vwork = os.path.join(work, variant)
                 os.makedirs(vwork, exist_ok=True)
                 try:
@@ -203,8 +217,8 @@ def main():
                     continue
                 kernels = kernels_of_weights(report, weights)
                 row[variant + "_kernels"] = {k: dict(c) for k, c in kernels.items()}
-                if variant == "sparse":
-                    summaries[case] = format_kernels(kernels)
+                if variant in ("sparse", "int8"):
+                    summaries[case if variant == "sparse" else case + " int8"] = format_kernels(kernels)
                 # compare_peers.run_tessera runs the .tess compiled above (it compiles only when
                 # the file is missing).
                 ns = argparse.Namespace(tessera=tessera, compile_args="",
@@ -213,7 +227,7 @@ def main():
                     ns, spec, t, vwork))
             runners["ort"] = lambda: compare_peers.run_peer(spec_path, "ort", t, work)
             for _ in range(args.rounds):
-                for peer in ("ort", "dense", "sparse"):
+                for peer in ("ort", *variants):
                     if peer not in runners or row.get(peer + "_error"):
                         continue
                     ms, out, err = runners[peer]()
@@ -224,7 +238,7 @@ def main():
                     row[peer + "_ms"] = ms if row.get(peer + "_ms") is None else \
                         min(row[peer + "_ms"], ms)
                     outs[peer] = out
-            for variant in ("dense", "sparse"):
+            for variant in variants:
                 if outs.get(variant) is not None and outs.get("ort") is not None:
                     row[variant + "_rel_diff_vs_ort"] = compare_peers.relative_difference(
                         outs[variant], outs["ort"])
@@ -244,7 +258,11 @@ def main():
                   f"{cell(row.get('speedup_over_ort'), '.2f', 8)} "
                   f"{cell(row.get('sparse_over_dense'), '.2f', 8)} "
                   f"{cell(row.get('dense_rel_diff_vs_ort'), '.1e', 10)} "
-                  f"{cell(row.get('sparse_rel_diff_vs_ort'), '.1e', 11)}", flush=True)
+                  f"{cell(row.get('sparse_rel_diff_vs_ort'), '.1e', 11)}" +
+                  (f" {cell(row.get('int8_ms'), '.2f', 9)} "
+                   f"{cell(ort_ms / row['int8_ms'] if ort_ms and row.get('int8_ms') else None, '.2f', 8)} "
+                   f"{cell(row.get('int8_rel_diff_vs_ort'), '.1e', 9)}" if args.int8 else ""),
+                  flush=True)
     print("kernels of the pruned weights' ops in Tessera-sparse (from the compile report):")
     for case, summary in summaries.items():
         print(f"  {case:<16} {summary}")

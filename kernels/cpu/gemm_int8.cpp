@@ -33,22 +33,6 @@ struct Int8Scratch {
   std::vector<float> sa;
 };
 
-// The epilogue on C[m, n0:n1], in apply_epilogue_scalar()'s order (the
-// activation through apply_activation_span(): the same bits).
-void apply_epilogue_row(float* row, int64_t m, int64_t n0, int64_t n1, const GemmEpilogue& ep) {
-  const bool before = ep.residual_position == GemmResidual::kBeforeActivation;
-  const float* residual = ep.residual ? ep.residual + m * ep.ld_residual : nullptr;
-  if (ep.bias_kind == GemmBias::kPerColumn)
-    for (int64_t n = n0; n < n1; ++n) row[n] += ep.bias[n];
-  if (ep.bias_kind == GemmBias::kPerRow)
-    for (int64_t n = n0; n < n1; ++n) row[n] += ep.bias[m];
-  if (residual && before)
-    for (int64_t n = n0; n < n1; ++n) row[n] += residual[n];
-  apply_activation_span(ep.activation, ep.clip_min, ep.clip_max, row + n0, n1 - n0);
-  if (residual && !before)
-    for (int64_t n = n0; n < n1; ++n) row[n] += residual[n];
-}
-
 }  // namespace
 
 bool int8_isa_supported(Int8Isa isa) {
@@ -99,9 +83,6 @@ QuantizedMatrix quantize_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
   q.n_ = n;
   q.isa_ = int8_isa();
   q.layout_ = layout;
-  const auto at = [&](int64_t kk, int64_t j) {
-    return transposed ? b[j * ldb + kk] : b[kk * ldb + j];
-  };
   // Every column quantized dense first ([column][k], K rounded up to whole
   // blocks, zero past K); the layout then copies what it stores.
   const int64_t columns = q.strips() * kInt8Block;
@@ -109,25 +90,30 @@ QuantizedMatrix quantize_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
   std::vector<int8_t> qb(static_cast<size_t>(columns * depth), 0);
   q.scale_.assign(static_cast<size_t>(columns), 0.0f);
   q.compensation_.assign(static_cast<size_t>(columns), 0);
-  for (int64_t j = 0; j < n; ++j) {
-    float amax = 0.0f;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const float v = at(kk, j);
+  // In B's storage order (the strided walk down each column of a row-major
+  // B was most of a BERT model's load time).
+  std::vector<float> inv(static_cast<size_t>(n), 0.0f), amax(static_cast<size_t>(n), 0.0f);
+  const int64_t outer = transposed ? n : k, inner = transposed ? k : n;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const float v = b[o * ldb + i];
       if (!std::isfinite(v))
-        throw std::invalid_argument("quantize_b: weight (" + std::to_string(kk) + ", " +
-                                    std::to_string(j) + ") is not finite");
-      amax = std::max(amax, std::fabs(v));
+        throw std::invalid_argument("quantize_b: weight (" + std::to_string(transposed ? i : o) +
+                                    ", " + std::to_string(transposed ? o : i) + ") is not finite");
+      float& m = amax[static_cast<size_t>(transposed ? o : i)];
+      m = std::max(m, std::fabs(v));
     }
-    float inv = 0.0f;
-    int8_detail::row_scale(amax, &q.scale_[static_cast<size_t>(j)], &inv);
-    int32_t sum = 0;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const auto v = static_cast<int8_t>(int8_detail::quantize_scalar(at(kk, j), inv) - 128);
+  for (int64_t j = 0; j < n; ++j)
+    int8_detail::row_scale(amax[static_cast<size_t>(j)], &q.scale_[static_cast<size_t>(j)],
+                           &inv[static_cast<size_t>(j)]);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t kk = transposed ? i : o, j = transposed ? o : i;
+      const auto v = static_cast<int8_t>(
+          int8_detail::quantize_scalar(b[o * ldb + i], inv[static_cast<size_t>(j)]) - 128);
       qb[static_cast<size_t>(j * depth + kk)] = v;
-      sum += v;
+      q.compensation_[static_cast<size_t>(j)] += 128 * v;
     }
-    q.compensation_[static_cast<size_t>(j)] = 128 * sum;
-  }
   // One group: 16 columns × 4 k, column-major within (vpdpbusd's operand).
   const auto store_group = [&](int8_t* out, int64_t column0, int64_t kk0) {
     for (int64_t lane = 0; lane < QuantizedMatrix::kPanel; ++lane)
@@ -170,6 +156,24 @@ QuantizedMatrix quantize_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
 }
 
 namespace int8_detail {
+
+void epilogue_portable(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                       const GemmEpilogue& ep) {
+  const bool before = ep.residual_position == GemmResidual::kBeforeActivation;
+  for (int64_t m = m0; m < m1; ++m) {
+    float* row = c + m * ldc;
+    const float* residual = ep.residual ? ep.residual + m * ep.ld_residual : nullptr;
+    if (ep.bias_kind == GemmBias::kPerColumn)
+      for (int64_t n = n0; n < n1; ++n) row[n] += ep.bias[n];
+    if (ep.bias_kind == GemmBias::kPerRow)
+      for (int64_t n = n0; n < n1; ++n) row[n] += ep.bias[m];
+    if (residual && before)
+      for (int64_t n = n0; n < n1; ++n) row[n] += residual[n];
+    apply_activation_span(ep.activation, ep.clip_min, ep.clip_max, row + n0, n1 - n0);
+    if (residual && !before)
+      for (int64_t n = n0; n < n1; ++n) row[n] += residual[n];
+  }
+}
 
 void rows_portable(const RowBlock& blk) {
   const QuantizedMatrix& b = *blk.b;
@@ -228,17 +232,16 @@ void int8_gemm_tile(const float* a, int64_t lda, const QuantizedMatrix& b, float
   scratch.sa.resize(static_cast<size_t>(rows));
   blk.qa = scratch.qa.data();
   blk.sa = scratch.sa.data();
-  const auto run =
-      b.isa() == Int8Isa::kAvx512Vnni ? int8_detail::rows_avx512_vnni : int8_detail::rows_portable;
+  const bool vnni = b.isa() == Int8Isa::kAvx512Vnni;
+  const auto run = vnni ? int8_detail::rows_avx512_vnni : int8_detail::rows_portable;
+  const auto finish = vnni ? int8_detail::epilogue_avx512 : int8_detail::epilogue_portable;
   const bool has_epilogue = epilogue.bias_kind != GemmBias::kNone || epilogue.residual ||
                             epilogue.activation != GemmActivation::kNone;
   for (int64_t m = tile.m0; m < tile.m1; m += kRowBlock) {
     blk.m0 = m;
     blk.m1 = std::min(tile.m1, m + kRowBlock);
     run(blk);
-    if (has_epilogue)
-      for (int64_t r = blk.m0; r < blk.m1; ++r)
-        apply_epilogue_row(c + r * ldc, r, tile.n0, tile.n1, epilogue);
+    if (has_epilogue) finish(c, ldc, blk.m0, blk.m1, tile.n0, tile.n1, epilogue);
   }
 }
 

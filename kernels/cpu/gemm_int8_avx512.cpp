@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps(), a self-initialised
 // variable, as the unused merge source; -Wmaybe-uninitialized then fires in
@@ -15,6 +16,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/gemm_int8_impl.hpp"
 
 namespace tessera::kernels::cpu::int8_detail {
@@ -24,10 +26,15 @@ constexpr int kMr = 6;
 constexpr int kNv = 4;
 constexpr int kLanes = QuantizedMatrix::kPanel;
 
-// Quantizes row a[0:k] into qa (zero point 128; padded with 128 to whole
-// groups of 4) and returns its scale: the same operations as
-// quantize_scalar() (cvtps2dq rounds to nearest even; clamp; + 128).
-float quantize_row(const float* a, int64_t k, int64_t padded, uint8_t* qa) {
+// Quantizes row a[0:k] into qa (zero point 128; padded with 128 to
+// `padded`) and returns its scale: the same operations as quantize_scalar()
+// (cvtps2dq rounds to nearest even; clamp; + 128). The scale comes from the
+// whole row; only the spans [i·span, i·span + span) with needed[i] are
+// written (needed empty: all): a tile of a block-sparse B reads A only at
+// its strips' k blocks, and with few blocks quantizing the rest cost more
+// than the products.
+float quantize_row(const float* a, int64_t k, int64_t padded, uint8_t* qa,
+                   const std::vector<char>& needed, int64_t span) {
   __m512 vmax = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + kLanes <= k; i += kLanes)
@@ -42,6 +49,10 @@ float quantize_row(const float* a, int64_t k, int64_t padded, uint8_t* qa) {
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
   const __m512i zero_point = _mm512_set1_epi32(128);
   for (i = 0; i < padded; i += kLanes) {
+    if (!needed.empty() && !needed[static_cast<size_t>(i / span)]) {
+      i += span - kLanes;  // span is a multiple of kLanes
+      continue;
+    }
     const int64_t valid = k - i;
     const __mmask16 load = valid >= kLanes ? __mmask16(0xffff)
                            : valid > 0     ? static_cast<__mmask16>((1u << valid) - 1)
@@ -146,14 +157,23 @@ void dense_panels(const RowBlock& blk, int64_t p) {
 void rows_avx512_vnni(const RowBlock& blk) {
   const QuantizedMatrix& b = *blk.b;
   const int64_t padded = b.a_groups() * 4;
+  // The k blocks the tile's strips read (block layout only).
+  thread_local std::vector<char> needed;
+  needed.clear();
+  const int64_t s0 = blk.n0 / kInt8Block, s1 = (blk.n1 + kInt8Block - 1) / kInt8Block;
+  if (b.layout() == Int8Layout::kBlocks32) {
+    needed.assign(static_cast<size_t>(padded / kInt8Block), 0);
+    for (int64_t i = b.strip_blocks()[s0]; i < b.strip_blocks()[s1]; ++i)
+      needed[static_cast<size_t>(b.block_group()[i] / 8)] = 1;
+  }
   for (int64_t m = blk.m0; m < blk.m1; ++m)
-    blk.sa[m - blk.m0] =
-        quantize_row(blk.a + m * blk.lda, b.k(), padded, blk.qa + (m - blk.m0) * blk.qa_stride);
+    blk.sa[m - blk.m0] = quantize_row(blk.a + m * blk.lda, b.k(), padded,
+                                      blk.qa + (m - blk.m0) * blk.qa_stride, needed, kInt8Block);
   // Columns outer, rows inner: one group of panels (K·256 bytes) or one
   // strip's blocks stays in L2 while every row group of the block reads it;
   // rows outer streamed all of B (2.4 MB for BERT's FFN) from L3 per 6 rows.
   if (b.layout() == Int8Layout::kBlocks32) {
-    for (int64_t s = blk.n0 / kInt8Block; s < (blk.n1 + kInt8Block - 1) / kInt8Block; ++s)
+    for (int64_t s = s0; s < s1; ++s)
       for_row_groups(blk, [&](auto mr, int64_t row) {
         tile_block<decltype(mr)::value, 2, true>(blk, row, 2 * s);
       });
@@ -171,6 +191,27 @@ void rows_avx512_vnni(const RowBlock& blk) {
       return dense_panels<1>(blk, p);
     default:
       return;
+  }
+}
+
+void epilogue_avx512(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                     const GemmEpilogue& ep) {
+  using Batch = xsimd::batch<float, xsimd::avx512f>;
+  const bool before = ep.residual_position == GemmResidual::kBeforeActivation;
+  for (int64_t m = m0; m < m1; ++m) {
+    float* row = c + m * ldc;
+    const float* residual = ep.residual ? ep.residual + m * ep.ld_residual : nullptr;
+    int64_t n = n0;
+    for (; n + kLanes <= n1; n += kLanes) {
+      Batch x = Batch::load_unaligned(row + n);
+      if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_unaligned(ep.bias + n);
+      if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
+      if (residual && before) x += Batch::load_unaligned(residual + n);
+      x = activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
+      if (residual && !before) x += Batch::load_unaligned(residual + n);
+      x.store_unaligned(row + n);
+    }
+    for (; n < n1; ++n) row[n] = apply_epilogue_scalar(row[n], ep, m, n);
   }
 }
 

@@ -2,6 +2,7 @@
 // Internal to gemm_int8*.cpp: what the per-ISA row-block kernels share, so
 // every path rounds, clamps and scales with the same operations (the same
 // bits; gemm_int8.hpp).
+#include <xmmintrin.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -32,17 +33,22 @@ inline void row_scale(float amax, float* scale, float* inv) {
   *inv = amax > 0.0f ? 127.0f / amax : 0.0f;
 }
 
-// round-to-nearest-even (the vector path's cvtps2dq in the default MXCSR
-// mode), clamped to [−127, 127] (NaN → −127, as the vector path's clamp of
-// its 0x80000000), plus the zero point.
+// Rounds to nearest even with cvtss2si, the scalar form of the vector
+// path's cvtps2dq (both give 0x80000000 for NaN and out-of-range values),
+// clamps to [−127, 127] and adds the zero point.
 inline uint8_t quantize_scalar(float x, float inv) {
-  float r = std::nearbyint(x * inv);
-  if (!(r >= -127.0f)) r = -127.0f;
-  if (r > 127.0f) r = 127.0f;
-  return static_cast<uint8_t>(static_cast<int32_t>(r) + 128);
+  const int32_t r = std::clamp(_mm_cvtss_si32(_mm_set_ss(x * inv)), -127, 127);
+  return static_cast<uint8_t>(r + 128);
 }
 
 void rows_portable(const RowBlock& block);
 void rows_avx512_vnni(const RowBlock& block);
+
+// The epilogue on C[m0:m1, n0:n1], in apply_epilogue_scalar()'s order and
+// bits (the activations are gemm_activation.hpp's lane-independent ones).
+void epilogue_portable(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                       const GemmEpilogue& ep);
+void epilogue_avx512(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                     const GemmEpilogue& ep);
 
 }  // namespace tessera::kernels::cpu::int8_detail

@@ -254,22 +254,46 @@ ProductView gemm_view(const Operator& op, const Shape& a, const Shape& b) {
 
 // Output zero iff every product term has a zero factor and the added term
 // (Gemm's C, nullptr if none) is zero.
+// For batch b: lists[outer] = the inner indices whose element is not zero,
+// e.g. per column j of B the k with B(k, j) != 0. Weights are mostly zero
+// at the sparsities TeSA is for, so the rules below walk these lists instead
+// of every (i, k, j) term: BERT-base at 95% took a minute to compile.
+template <class Index>
+std::vector<std::vector<int32_t>> nonzero_lists(int64_t outer, int64_t inner,
+                                                const ElementMask& zero, Index&& index) {
+  std::vector<std::vector<int32_t>> lists(static_cast<size_t>(outer));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i)
+      if (!zero.test(index(o, i))) lists[static_cast<size_t>(o)].push_back(static_cast<int32_t>(i));
+  return lists;
+}
+
 ElementMask product_forward(const ProductView& v, const ElementMask& az, const ElementMask& bz,
                             const ElementMask* cz, const std::vector<int64_t>* c_map,
                             bool terms_vanish, bool keeps_zero) {
   ElementMask out(v.batch * v.m * v.n);
   if (!keeps_zero) return out;
-  for (int64_t b = 0; b < v.batch; ++b)
+  std::vector<std::vector<int32_t>> b_columns;  // per j: the k with B(k, j) != 0
+  for (int64_t b = 0; b < v.batch; ++b) {
+    if (!terms_vanish &&
+        (b == 0 || v.b_base[static_cast<size_t>(b)] != v.b_base[static_cast<size_t>(b - 1)]))
+      b_columns =
+          nonzero_lists(v.n, v.k, bz, [&](int64_t j, int64_t kk) { return v.bidx(b, kk, j); });
     for (int64_t i = 0; i < v.m; ++i)
       for (int64_t j = 0; j < v.n; ++j) {
         const int64_t o = (b * v.m + i) * v.n + j;
         if (cz && !cz->test((*c_map)[static_cast<size_t>(o)])) continue;
+        // Zero iff every term a(i, k)·b(k, j) has a zero factor.
         bool zero = true;
         if (!terms_vanish)
-          for (int64_t kk = 0; kk < v.k && zero; ++kk)
-            zero = az.test(v.a(b, i, kk)) || bz.test(v.bidx(b, kk, j));
+          for (int32_t kk : b_columns[static_cast<size_t>(j)])
+            if (!az.test(v.a(b, i, kk))) {
+              zero = false;
+              break;
+            }
         if (zero) out.set(o);
       }
+  }
   return out;
 }
 
@@ -286,13 +310,18 @@ void product_backward(const ProductView& v, const ElementMask& az, const Element
           col_live[static_cast<size_t>(b * v.n + j)] = 1;
         }
   for (int64_t b = 0; b < v.batch; ++b) {
+    // Per k: the j with B(k, j) != 0, and the i with A(i, k) != 0.
+    const auto b_rows =
+        nonzero_lists(v.k, v.n, bz, [&](int64_t kk, int64_t j) { return v.bidx(b, kk, j); });
+    const auto a_columns =
+        nonzero_lists(v.k, v.m, az, [&](int64_t kk, int64_t i) { return v.a(b, i, kk); });
     for (int64_t i = 0; i < v.m; ++i) {
       if (!row_live[static_cast<size_t>(b * v.m + i)]) continue;
       for (int64_t kk = 0; kk < v.k; ++kk) {
         const int64_t ai = v.a(b, i, kk);
         if (a_live.test(ai)) continue;
-        for (int64_t j = 0; j < v.n; ++j)
-          if (live.test((b * v.m + i) * v.n + j) && !bz.test(v.bidx(b, kk, j))) {
+        for (int32_t j : b_rows[static_cast<size_t>(kk)])
+          if (live.test((b * v.m + i) * v.n + j)) {
             a_live.set(ai);
             break;
           }
@@ -303,8 +332,8 @@ void product_backward(const ProductView& v, const ElementMask& az, const Element
       for (int64_t kk = 0; kk < v.k; ++kk) {
         const int64_t bi = v.bidx(b, kk, j);
         if (b_live.test(bi)) continue;
-        for (int64_t i = 0; i < v.m; ++i)
-          if (live.test((b * v.m + i) * v.n + j) && !az.test(v.a(b, i, kk))) {
+        for (int32_t i : a_columns[static_cast<size_t>(kk)])
+          if (live.test((b * v.m + i) * v.n + j)) {
             b_live.set(bi);
             break;
           }

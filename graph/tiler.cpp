@@ -1,7 +1,8 @@
 // The tiler (APU, ASPEN §3.1). Tiles are cut "column-wise first" (DESIGN.md):
 // a tile holds all channels/features of a run of pixels rows or tokens, so
 // each tile chain is an independent path through the network. Edges come
-// from the per-op dependency functions and are exact.
+// from the per-op dependency functions and are exact. Convs with too few
+// pixels per image for that many runs cut channels too (tile_op_output).
 #include "graph/tiler.hpp"
 
 #include <algorithm>
@@ -18,6 +19,10 @@ namespace {
 // Below this many multiply-accumulates (or elements for cheap ops) per tile
 // the scheduling overhead of a node outweighs the parallelism it adds.
 constexpr int64_t kMinWorkPerTile = 16 * 1024;
+// The fewest output pixels of a conv tile that the automatic rule cuts into
+// runs of rows; past that it cuts channels (tile_op_output): two AVX-512
+// vectors of GEMM rows.
+constexpr int64_t kMinConvPixelsPerTile = 32;
 
 std::vector<Shape> input_shapes(const Graph& graph, const Operator& op) {
   std::vector<Shape> shapes;
@@ -212,15 +217,36 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
       out.size() == 4 && op.type != OpType::Softmax && !grid && (conv_or_pool || out[2] > 1);
   if (spatial) {
     int64_t images = out[0];
-    int64_t per_image = std::clamp<int64_t>((wanted + images - 1) / images, 1, out[2]);
+    const int64_t per_image_wanted = (wanted + images - 1) / images;
+    int64_t per_image = std::clamp<int64_t>(per_image_wanted, 1, out[2]);
+    // A conv with few output pixels per image (ResNet's 7×7 stage) would
+    // get runs of one or two rows: 7–14 pixels, too few rows for a GEMM
+    // (the sparse CSR kernel computes 16 rows per vector, the dense one 14
+    // per register block), so the tiles' cost barely falls as they shrink
+    // and extra threads gain nothing there. The automatic rule then keeps
+    // runs of at least kMinConvPixelsPerTile pixels and cuts the output
+    // channels for the rest of the parallelism (DESIGN.md: rows first,
+    // then channels); --tiles keeps rows only.
+    int64_t channel_parts = 1;
+    const int64_t pixels = out[2] * out[3];
+    if (op.type == OpType::Conv && options.tiles <= 0 && per_image > 1 &&
+        pixels < per_image * kMinConvPixelsPerTile) {
+      // Runs of at least min_rows rows: kMinConvPixelsPerTile pixels or more.
+      const int64_t min_rows = (kMinConvPixelsPerTile + out[3] - 1) / out[3];
+      per_image = std::max<int64_t>(1, out[2] / min_rows);
+      channel_parts =
+          std::clamp<int64_t>((per_image_wanted + per_image - 1) / per_image, 1, out[1]);
+    }
     std::vector<Region> tiles;
     for (int64_t n = 0; n < images; ++n)
-      for (auto [r0, r1] : even_chunks(out[2], per_image)) {
-        Region r = whole;
-        r.begin[0] = n, r.end[0] = n + 1;
-        r.begin[2] = r0, r.end[2] = r1;
-        tiles.push_back(r);
-      }
+      for (auto [r0, r1] : even_chunks(out[2], per_image))
+        for (auto [c0, c1] : even_chunks(out[1], channel_parts)) {
+          Region r = whole;
+          r.begin[0] = n, r.end[0] = n + 1;
+          r.begin[1] = c0, r.end[1] = c1;
+          r.begin[2] = r0, r.end[2] = r1;
+          tiles.push_back(r);
+        }
     return tiles;
   }
 

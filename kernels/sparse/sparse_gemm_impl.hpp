@@ -249,22 +249,97 @@ struct CsrScratch {
 
 constexpr int64_t kCsrColumnChunk = 64;
 
+// Y^T[n] for the tile's columns n over one k-block of the panel: for each
+// column, its nonzeros (offset, w) each add w · panel row into UV vectors
+// of sums (one index load and one broadcast per UV FMAs). The panel's rows
+// are MB = MV·W floats apart whatever UV: a panel of fewer rows than MB
+// (the tile's last, or a small tile's only one) loads and FMAs only the
+// UV = ceil(rows / W) vectors that hold rows, instead of paying MV vectors
+// for them (with 4 tiles of 7×7 outputs, 7–14 rows each on AVX-512, 4
+// vectors did 4.5× the useful FMAs and 2 threads ran the last stage no
+// faster than 1). NC sets of sums rotate between nonzeros so consecutive
+// FMAs do not wait on each other: NC·UV >= 8 FMAs in a row with no two on
+// the same sum cover FMA latency (4) × ports (2); 4 sets of 4 vectors
+// measured no faster on AVX-512 and do not fit AVX2's registers.
+template <class Batch, int MB, int UV>
+inline void csr_columns(const float* panel, const int64_t* col_begin, const int32_t* order,
+                        const int32_t* offsets, const float* w, int64_t q, const GemmTile& t,
+                        int64_t n_total, float* yt) {
+  constexpr int W = static_cast<int>(Batch::size);
+  constexpr int NC = UV >= 4 ? 2 : (8 + UV - 1) / UV;
+  // The column groups the tile overlaps; a group's columns are listed in
+  // nonzero-count order, those outside the tile skipped.
+  constexpr int64_t G = SparseMatrix::Csr::kColumnGroup;
+  const int64_t i_end = std::min(n_total, (t.n1 + G - 1) / G * G);
+  for (int64_t i = t.n0 / G * G; i < i_end; ++i) {
+    const int64_t n = order[i];
+    if (n < t.n0 || n >= t.n1) continue;
+    int64_t p = col_begin[i];
+    const int64_t e = col_begin[i + 1];
+    float* out = yt + (n - t.n0) * MB;
+    // Y^T of the column after next (listed in count order, so at no
+    // stride a hardware prefetcher sees): an L2 hit that would otherwise
+    // delay the column's first FMAs.
+    if (q > 0 && i + 2 < i_end) {
+      const int64_t ahead = std::clamp<int64_t>(order[i + 2], t.n0, t.n1 - 1) - t.n0;
+#pragma GCC unroll 8
+      for (int l = 0; l < UV * W; l += 16) __builtin_prefetch(yt + ahead * MB + l, 1);
+    }
+    if (q > 0 && p == e) continue;
+    Batch acc[NC][UV];
+#pragma GCC unroll 8
+    for (int v = 0; v < UV; ++v) {
+      acc[0][v] = q > 0 ? Batch::load_unaligned(out + v * W) : Batch(0.0f);
+#pragma GCC unroll 8
+      for (int c = 1; c < NC; ++c) acc[c][v] = Batch(0.0f);
+    }
+    for (; p + NC <= e; p += NC) {
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) {
+        const Batch wc(w[p + c]);
+        const float* x = panel + offsets[p + c];
+#pragma GCC unroll 8
+        for (int v = 0; v < UV; ++v)
+          acc[c][v] = cpu::fused_madd(wc, Batch::load_unaligned(x + v * W), acc[c][v]);
+      }
+    }
+    for (; p < e; ++p) {
+      const Batch w0(w[p]);
+      const float* x = panel + offsets[p];
+#pragma GCC unroll 8
+      for (int v = 0; v < UV; ++v)
+        acc[0][v] = cpu::fused_madd(w0, Batch::load_unaligned(x + v * W), acc[0][v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < UV; ++v) {
+#pragma GCC unroll 8
+      for (int c = 1; c < NC; ++c) acc[0][v] += acc[c][v];
+      acc[0][v].store_unaligned(out + v * W);
+    }
+  }
+}
+
+// csr_columns with UV = vectors (1 <= vectors <= MV), a compile-time count.
+template <class Batch, int MB, int UV>
+inline void csr_columns_of(int vectors, const float* panel, const int64_t* col_begin,
+                           const int32_t* order, const int32_t* offsets, const float* w, int64_t q,
+                           const GemmTile& t, int64_t n_total, float* yt) {
+  if constexpr (UV > 1)
+    if (vectors < UV)
+      return csr_columns_of<Batch, MB, UV - 1>(vectors, panel, col_begin, order, offsets, w, q, t,
+                                               n_total, yt);
+  csr_columns<Batch, MB, UV>(panel, col_begin, order, offsets, w, q, t, n_total, yt);
+}
+
 // The CSR part of b over the tile, lanes along M: for each MB = MV·W rows
-// and each k-block, A^T is packed into a [KB, MB] panel (L1); for each
-// column n, its nonzeros (offset, w) in the k-block each add w · panel row
-// into the MV vectors of Y^T[n]: one index load and one broadcast per MV
-// FMAs (2 load ports, 2 FMA ports). NC sets of sums rotate between
-// nonzeros so consecutive FMAs do not wait on each other (latency 4, two
-// per cycle). Then Y^T goes back to rows and the epilogue runs.
+// and each k-block, A^T is packed into a [KB, MB] panel (L1); each column's
+// nonzeros in the k-block FMA panel rows into Y^T[n] (csr_columns: 2 load
+// ports, 2 FMA ports). Then Y^T goes back to rows and the epilogue runs.
 template <class Arch, int MV>
 void csr_tile(const SparseTileRun& run) {
   using Batch = xsimd::batch<float, Arch>;
   constexpr int W = static_cast<int>(Batch::size);
   constexpr int MB = MV * W;
-  // Independent sets of sums, one per nonzero in flight: NC·MV = 8 FMAs in
-  // a row with no two on the same sum cover FMA latency (4) × ports (2);
-  // 4 sets measured no faster on AVX-512 and do not fit AVX2's registers.
-  constexpr int NC = 2;
   const SparseMatrix::Csr& csr = run.b->csr();
   // sparse_gemm_tile() runs the kernels of the ISA b was packed for.
   if (csr.panel_rows != MB) throw std::logic_error("sparse csr_tile: B packed for another ISA");
@@ -281,63 +356,15 @@ void csr_tile(const SparseTileRun& run) {
   const float* w = csr.values.data();
   for (int64_t m = t.m0; m < t.m1; m += MB) {
     const int64_t rows = std::min<int64_t>(MB, t.m1 - m);
+    const int vectors = static_cast<int>((rows + W - 1) / W);
     for (int64_t q = 0; q < k_blocks; ++q) {
       const int64_t k0 = q * kb_rows, k1 = std::min(k_total, k0 + kb_rows);
-      // Lanes past the tile's rows hold stale finite values or zeros; their
-      // sums are dropped.
+      // Lanes past the tile's rows (within the UV vectors read) hold stale
+      // finite values or zeros; their sums are dropped.
       transpose_block<Arch>(run.a + m * run.lda + k0, run.lda, rows, k1 - k0, panel, MB);
-      const int64_t* col_begin = begin + q * n_total;
-      const int32_t* order = csr.column_order.data() + q * n_total;
-      // The column groups the tile overlaps; a group's columns are listed
-      // in nonzero-count order, those outside the tile skipped.
-      constexpr int64_t G = SparseMatrix::Csr::kColumnGroup;
-      const int64_t i_end = std::min(n_total, (t.n1 + G - 1) / G * G);
-      for (int64_t i = t.n0 / G * G; i < i_end; ++i) {
-        const int64_t n = order[i];
-        if (n < t.n0 || n >= t.n1) continue;
-        int64_t p = col_begin[i];
-        const int64_t e = col_begin[i + 1];
-        float* out = yt + (n - t.n0) * MB;
-        // Y^T of the column after next (listed in count order, so at no
-        // stride a hardware prefetcher sees): an L2 hit that would
-        // otherwise delay the column's first FMAs.
-        if (q > 0 && i + 2 < i_end) {
-          const int64_t ahead = std::clamp<int64_t>(order[i + 2], t.n0, t.n1 - 1) - t.n0;
-#pragma GCC unroll 8
-          for (int l = 0; l < MB; l += 16) __builtin_prefetch(yt + ahead * MB + l, 1);
-        }
-        if (q > 0 && p == e) continue;
-        Batch acc[NC][MV];
-#pragma GCC unroll 8
-        for (int v = 0; v < MV; ++v) {
-          acc[0][v] = q > 0 ? Batch::load_unaligned(out + v * W) : Batch(0.0f);
-#pragma GCC unroll 4
-          for (int c = 1; c < NC; ++c) acc[c][v] = Batch(0.0f);
-        }
-        for (; p + NC <= e; p += NC) {
-#pragma GCC unroll 4
-          for (int c = 0; c < NC; ++c) {
-            const Batch wc(w[p + c]);
-            const float* x = panel + offsets[p + c];
-#pragma GCC unroll 8
-            for (int v = 0; v < MV; ++v)
-              acc[c][v] = cpu::fused_madd(wc, Batch::load_unaligned(x + v * W), acc[c][v]);
-          }
-        }
-        for (; p < e; ++p) {
-          const Batch w0(w[p]);
-          const float* x = panel + offsets[p];
-#pragma GCC unroll 8
-          for (int v = 0; v < MV; ++v)
-            acc[0][v] = cpu::fused_madd(w0, Batch::load_unaligned(x + v * W), acc[0][v]);
-        }
-#pragma GCC unroll 8
-        for (int v = 0; v < MV; ++v) {
-#pragma GCC unroll 4
-          for (int c = 1; c < NC; ++c) acc[0][v] += acc[c][v];
-          acc[0][v].store_unaligned(out + v * W);
-        }
-      }
+      csr_columns_of<Batch, MB, MV>(vectors, panel, begin + q * n_total,
+                                    csr.column_order.data() + q * n_total, offsets, w, q, t,
+                                    n_total, yt);
     }
     // Y^T back to rows kCsrColumnChunk columns at a time, through a 16 KB
     // buffer that stays in L1: transposing all columns at once writes rows

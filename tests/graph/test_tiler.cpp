@@ -59,10 +59,11 @@ void check_tile_graph(const Graph& g, const std::vector<TileNode>& nodes) {
       total += ra.numel();
       for (int32_t b : op_nodes[i])
         if (a < b) CHECK(!regions_overlap(ra, nodes[static_cast<size_t>(b)].region));
-      if (op.type == OpType::Conv) {  // column tiles: all channels of a run of rows
-        CHECK(ra.begin[1] == 0);
-        CHECK(ra.end[1] == out[1]);
-      }
+      // Column tiles: all channels of a run of rows; only a conv with few
+      // pixels per image cuts channels, over all its rows or runs of rows
+      // of at least 32 pixels (tiler.cpp's kMinConvPixelsPerTile).
+      if (op.type == OpType::Conv && (ra.begin[1] != 0 || ra.end[1] != out[1]))
+        CHECK((ra.extent(2) == out[2] || ra.extent(2) * out[3] >= 32));
       if (op.type == OpType::Softmax)
         CHECK(ra.extent(static_cast<size_t>(op.attrs.axis)) ==
               out[static_cast<size_t>(op.attrs.axis)]);
@@ -148,6 +149,43 @@ TEST_CASE("tiler: automatic tile count respects the minimum work per tile") {
   big.g.outputs = {
       big.op(OpType::Conv, {y, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
   CHECK(build_tile_nodes(big.g, TilerOptions{0, 4}).size() == 8);  // 2 x threads
+}
+
+TEST_CASE("tiler: convs with few pixels per image cut channels, not 1-row runs") {
+  // ResNet's 7x7 stage: 49 pixels per image. With 2 threads (4 tiles
+  // wanted) rows would give runs of 1-2 rows; the automatic rule keeps all
+  // 7 rows (49 >= 32 pixels) and cuts the 64 channels in 4.
+  GraphBuilder b;
+  int32_t x = b.input("x", {1, 32, 7, 7});
+  int32_t w = b.weight("w", {64, 32, 3, 3});
+  int32_t c = b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}));
+  int32_t w2 = b.weight("w2", {64, 64, 1, 1});
+  b.g.outputs = {b.op(OpType::Conv, {c, w2}, spatial_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}))};
+  auto nodes = build_tile_nodes(b.g, TilerOptions{0, 2});
+  check_tile_graph(b.g, nodes);
+  REQUIRE(nodes.size() == 8);
+  for (size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(nodes[i].region.begin[1] == static_cast<int64_t>(i) * 16);
+    CHECK(nodes[i].region.end[1] == static_cast<int64_t>(i + 1) * 16);
+    CHECK(nodes[i].region.begin[2] == 0);
+    CHECK(nodes[i].region.end[2] == 7);
+    // A 1x1 conv's channel tile reads every channel of its input.
+    CHECK(nodes[4 + i].parent_count == 4);
+  }
+  // 14x14 (196 pixels) keeps runs of rows with all channels: 4 runs of 3-4
+  // rows are 42-56 pixels each.
+  GraphBuilder big;
+  int32_t y = big.input("y", {1, 32, 14, 14});
+  int32_t wy = big.weight("w", {64, 32, 3, 3});
+  big.g.outputs = {
+      big.op(OpType::Conv, {y, wy}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
+  auto rows = build_tile_nodes(big.g, TilerOptions{0, 2});
+  REQUIRE(rows.size() == 4);
+  for (const TileNode& n : rows) CHECK(n.region.end[1] - n.region.begin[1] == 64);
+  // --tiles keeps the row tiling: 4 runs of 1-2 rows of the 7x7 output.
+  auto forced = build_tile_nodes(b.g, TilerOptions{4, 2});
+  for (size_t i = 0; i < 4; ++i) CHECK(forced[i].region.end[1] - forced[i].region.begin[1] == 64);
 }
 
 TEST_CASE("tiler: rejects a tensor whose shape disagrees with its op") {

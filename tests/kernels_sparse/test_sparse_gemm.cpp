@@ -303,6 +303,23 @@ TEST_CASE("k-blocks, column groups and row chunks: shapes past a CSR panel, L1 k
   CHECK(saw_k_blocks);
 }
 
+TEST_CASE("CSR partial panels: every vector count of a panel's rows, with k-blocks") {
+  // A panel with fewer rows than the kernel's 4 vectors computes only the
+  // vectors that hold rows (csr_columns' UV); these row counts give each
+  // UV = 1..4 on AVX-512 (16 lanes), AVX2 (8) and SSE2 (4), alone and as
+  // the tail after a full panel, with K past the CSR k-block so that later
+  // k-blocks add to the partial sums.
+  std::mt19937_64 rng(base_seed() + 7);
+  uint64_t seed = base_seed() * 7919u + 7000;
+  const int64_t k = 700, n = 37;
+  const bool transposed = true;
+  const std::vector<float> b = sparse_weight(k, n, transposed, 0.05, 0, 0, rng);
+  const SparseMatrix csr = sparse::pack_sparse_b(b.data(), k, n, k, transposed, {.block = -1});
+  CHECK(csr.csr().k_blocks(k) > 1);
+  for (int64_t m : {1, 3, 4, 5, 8, 9, 15, 16, 17, 24, 25, 31, 33, 40, 47, 49, 63, 64, 71, 97, 113})
+    check_layout(m, k, n, b, transposed, {.block = -1}, random_epilogue(rng), seed++);
+}
+
 TEST_CASE("random densities in [0, 1] with the chosen layout") {
   std::mt19937_64 rng(base_seed() + 4);
   uint64_t seed = base_seed() * 7919u + 9000;

@@ -60,11 +60,6 @@ ConvScratch& thread_scratch() {
   return scratch;
 }
 
-float* grown(std::vector<float>& buffer, int64_t floats) {
-  if (static_cast<int64_t>(buffer.size()) < floats) buffer.resize(static_cast<size_t>(floats));
-  return buffer.data();
-}
-
 // Floats of slack after the patch and window panels: copy_run() reads and
 // writes up to this many past a run.
 constexpr int64_t kRunSlackFloats = 16;

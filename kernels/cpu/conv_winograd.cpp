@@ -64,11 +64,6 @@ WinogradScratch& thread_scratch() {
   return scratch;
 }
 
-float* grown(std::vector<float>& buffer, int64_t floats) {
-  if (static_cast<int64_t>(buffer.size()) < floats) buffer.resize(static_cast<size_t>(floats));
-  return buffer.data();
-}
-
 std::optional<std::string> supports_with(const graph::Operator& op,
                                          std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (auto why = conv_gemm_applies(op, inputs)) return why;

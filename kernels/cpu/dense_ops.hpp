@@ -99,6 +99,12 @@ std::optional<std::string> matmul_bias_problem(const graph::Operator& op,
 // fused residual (absolute rows of the flattened output, like Y).
 GemmEpilogue matmul_epilogue(const TileArgs& args);
 
+// A per-thread scratch buffer of at least `floats` floats (grown, never shrunk).
+inline float* grown(std::vector<float>& buffer, int64_t floats) {
+  if (static_cast<int64_t>(buffer.size()) < floats) buffer.resize(static_cast<size_t>(floats));
+  return buffer.data();
+}
+
 // Throws tessera::Error naming the variant and the op.
 [[noreturn]] void fail_op(std::string_view variant, const graph::Operator* op,
                           const std::string& what);

@@ -155,11 +155,6 @@ ConvSparseScratch& thread_scratch() {
   return scratch;
 }
 
-float* grown(std::vector<float>& buffer, int64_t floats) {
-  if (static_cast<int64_t>(buffer.size()) < floats) buffer.resize(static_cast<size_t>(floats));
-  return buffer.data();
-}
-
 // The row phases the taps read, the rows per L plane and L's size; fills
 // phase_index[φ] (-1 for phases no tap reads).
 void plan_reconstruction(const cpu::ConvGeometry& g, ConvSparsePrepared& prep,
@@ -256,7 +251,7 @@ void reconstruct_input(const TileArgs& args, const ConvSparsePrepared& prep, int
   const int64_t phase_count = static_cast<int64_t>(prep.phases.size());
   const int64_t h_base = oh0 * g.stride_h - g.pad_top;
   const int64_t rows_needed = rows + prep.max_q;
-  float* row_panel = nhwc ? grown(scratch.row, c_count * g.in_w) : nullptr;
+  float* row_panel = nhwc ? cpu::grown(scratch.row, c_count * g.in_w) : nullptr;
   for (int64_t pi = 0; pi < phase_count; ++pi) {
     for (int64_t hh = 0; hh < rows_needed; ++hh) {
       const int64_t h = h_base + hh * g.stride_h + prep.phases[pi];
@@ -294,7 +289,7 @@ void run_chunk(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, 
                cpu::GemmEpilogue epilogue) {
   const cpu::ConvGeometry& g = prep.geometry;
   ConvSparseScratch& scratch = thread_scratch();
-  float* l = grown(scratch.l, prep.l_floats);
+  float* l = cpu::grown(scratch.l, prep.l_floats);
   reconstruct_input(args, prep, n, oh0, rows, ow0, cols, l, scratch);
 
   const int64_t out_plane = g.out_h * g.out_w, oc = g.out_channels;
@@ -325,13 +320,13 @@ void run_chunk(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, 
       epilogue.residual = y_nhwc ? r_nhwc_at : r_nchw;
       epilogue.ld_residual = chunk.ld_y;
     } else if (y_nhwc) {  // [pixels, oc1] from NCHW channels oc0:oc1
-      float* panel = grown(scratch.residual, pixels * oc1);
+      float* panel = cpu::grown(scratch.residual, pixels * oc1);
       cpu::transpose_panel(r_nchw + oc0 * out_plane, out_plane, oc1 - oc0, pixels, panel + oc0,
                            oc1);
       epilogue.residual = panel;
       epilogue.ld_residual = oc1;
     } else {  // [oc1, pixels] from NHWC
-      float* panel = grown(scratch.residual, pixels * oc1);
+      float* panel = cpu::grown(scratch.residual, pixels * oc1);
       cpu::transpose_panel(r_nhwc_at + oc0, oc, pixels, oc1 - oc0, panel + oc0 * pixels, pixels);
       epilogue.residual = panel;
       epilogue.ld_residual = pixels;
@@ -343,8 +338,8 @@ void run_chunk(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, 
     if (c >= oc0 && c < oc1) scratch.channels.push_back(c);
   chunk.channels = scratch.channels.data();
   const int64_t sums_floats = (oc1 - oc0) * kSpardrMaxBlockPixels;
-  chunk.sums = grown(scratch.sums, sums_floats);
-  chunk.sums_t = y_nhwc ? grown(scratch.sums_t, sums_floats) : nullptr;
+  chunk.sums = cpu::grown(scratch.sums, sums_floats);
+  chunk.sums_t = y_nhwc ? cpu::grown(scratch.sums_t, sums_floats) : nullptr;
   prep.kernel(chunk);
 }
 
@@ -396,7 +391,7 @@ void run_patch_gemm(const TileArgs& args, const ConvSparsePrepared& prep, int64_
                      {.m0 = p0, .m1 = p1, .n0 = oc0, .n1 = oc1}, epilogue);
     return;
   }
-  float* a = grown(thread_scratch().patches, prep.patch_chunk_pixels * prep.patch_depth);
+  float* a = cpu::grown(thread_scratch().patches, prep.patch_chunk_pixels * prep.patch_depth);
   for (int64_t p = p0; p < p1; p += prep.patch_chunk_pixels) {
     const int64_t count = std::min(prep.patch_chunk_pixels, p1 - p);
     build_patches(image, g, p, count, a);
@@ -446,8 +441,8 @@ void run_stacked_gemm(const TileArgs& args, const ConvSparsePrepared& prep, int6
   epilogue.bias_kind = epilogue.bias ? cpu::GemmBias::kPerColumn : cpu::GemmBias::kNone;
   ConvSparseScratch& scratch = thread_scratch();
   const int64_t max_stacks = prep.stack_rows * wp + g.k_w - 1;
-  float* z = grown(scratch.patches, max_stacks * depth);
-  float* grid = grown(scratch.grid_y, prep.stack_rows * wp * oc);
+  float* z = cpu::grown(scratch.patches, max_stacks * depth);
+  float* grid = cpu::grown(scratch.grid_y, prep.stack_rows * wp * oc);
   const size_t span_bytes = static_cast<size_t>(oc1 - oc0) * sizeof(float);
   for (int64_t oh = oh0; oh < oh1; oh += prep.stack_rows) {
     const int64_t rows = std::min(prep.stack_rows, oh1 - oh);

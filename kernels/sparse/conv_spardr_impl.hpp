@@ -19,6 +19,7 @@
 #include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/simd_fma.hpp"
 #include "kernels/sparse/conv_spardr_kernels.hpp"
+#include "kernels/sparse/csr_dot_impl.hpp"
 
 namespace tessera::kernels::sparse {
 namespace {
@@ -66,51 +67,6 @@ inline void finish_span(const float* src, float* dst, int64_t count, int64_t m, 
   std::copy_n(x_tail, tail, dst + j);
 }
 
-// One output channel over MV vectors of pixels starting at l: out (+)= the
-// sum of w · L[offset + p] over its nonzeros [begin, end), in kChains
-// independent sums so consecutive FMAs do not wait on each other (the
-// loop is bound by its loads of L, one per FMA, so 4 sums in flight are
-// enough; more cost more to set up and reduce on short rows).
-template <class Batch, int MV>
-inline void channel_block(const float* l, const int32_t* offsets, const float* values,
-                          int64_t begin, int64_t end, bool accumulate, float* out) {
-  constexpr int W = static_cast<int>(Batch::size);
-  constexpr int kChains = MV >= 2 ? 2 : 4;
-  Batch acc[kChains][MV];
-#pragma GCC unroll 8
-  for (int c = 0; c < kChains; ++c)
-#pragma GCC unroll 4
-    for (int v = 0; v < MV; ++v) acc[c][v] = Batch(0.0f);
-  if (accumulate)
-#pragma GCC unroll 4
-    for (int v = 0; v < MV; ++v) acc[0][v] = Batch::load_unaligned(out + v * W);
-  int64_t p = begin;
-  for (; p + kChains <= end; p += kChains) {
-#pragma GCC unroll 8
-    for (int c = 0; c < kChains; ++c) {
-      const Batch w(values[p + c]);
-      const float* x = l + offsets[p + c];
-#pragma GCC unroll 4
-      for (int v = 0; v < MV; ++v)
-        acc[c][v] = cpu::fused_madd(w, Batch::load_unaligned(x + v * W), acc[c][v]);
-    }
-  }
-  for (; p < end; ++p) {
-    const Batch w(values[p]);
-    const float* x = l + offsets[p];
-#pragma GCC unroll 4
-    for (int v = 0; v < MV; ++v)
-      acc[0][v] = cpu::fused_madd(w, Batch::load_unaligned(x + v * W), acc[0][v]);
-  }
-#pragma GCC unroll 4
-  for (int v = 0; v < MV; ++v) {
-    Batch sum = acc[0][v];
-#pragma GCC unroll 8
-    for (int c = 1; c < kChains; ++c) sum += acc[c][v];
-    sum.store_unaligned(out + v * W);
-  }
-}
-
 // Every channel of the chunk over one block of MV vectors of pixels from
 // pixel p0 (`valid` of them real), then the epilogue: channel-major outputs
 // per channel straight from the sums, pixel-major ones after a transpose.
@@ -140,7 +96,10 @@ void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
         const int32_t oc = chunk.channels[i];
         if (b > 0 && begin[oc] == begin[oc + 1]) continue;  // nothing to add
         float* sums = chunk.sums + (oc - chunk.oc0) * kSpardrMaxBlockPixels;
-        channel_block<Batch, MV>(l, offsets, values, begin[oc], begin[oc + 1], b > 0, sums);
+        // Loads of L bound the loop (one per FMA): 4 sums in flight are
+        // enough; more cost more to set up and reduce on short rows.
+        csr_dot<Batch, MV, (MV >= 2 ? 2 : 4)>(l, offsets, values, begin[oc], begin[oc + 1], b > 0,
+                                              sums);
       }
     }
   }

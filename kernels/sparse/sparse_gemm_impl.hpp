@@ -21,6 +21,7 @@
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/simd_fma.hpp"
+#include "kernels/sparse/csr_dot_impl.hpp"
 #include "kernels/sparse/sparse_gemm_kernels.hpp"
 
 namespace tessera::kernels::sparse {
@@ -286,36 +287,7 @@ inline void csr_columns(const float* panel, const int64_t* col_begin, const int3
       for (int l = 0; l < UV * W; l += 16) __builtin_prefetch(yt + ahead * MB + l, 1);
     }
     if (q > 0 && p == e) continue;
-    Batch acc[NC][UV];
-#pragma GCC unroll 8
-    for (int v = 0; v < UV; ++v) {
-      acc[0][v] = q > 0 ? Batch::load_unaligned(out + v * W) : Batch(0.0f);
-#pragma GCC unroll 8
-      for (int c = 1; c < NC; ++c) acc[c][v] = Batch(0.0f);
-    }
-    for (; p + NC <= e; p += NC) {
-#pragma GCC unroll 8
-      for (int c = 0; c < NC; ++c) {
-        const Batch wc(w[p + c]);
-        const float* x = panel + offsets[p + c];
-#pragma GCC unroll 8
-        for (int v = 0; v < UV; ++v)
-          acc[c][v] = cpu::fused_madd(wc, Batch::load_unaligned(x + v * W), acc[c][v]);
-      }
-    }
-    for (; p < e; ++p) {
-      const Batch w0(w[p]);
-      const float* x = panel + offsets[p];
-#pragma GCC unroll 8
-      for (int v = 0; v < UV; ++v)
-        acc[0][v] = cpu::fused_madd(w0, Batch::load_unaligned(x + v * W), acc[0][v]);
-    }
-#pragma GCC unroll 8
-    for (int v = 0; v < UV; ++v) {
-#pragma GCC unroll 8
-      for (int c = 1; c < NC; ++c) acc[0][v] += acc[c][v];
-      acc[0][v].store_unaligned(out + v * W);
-    }
+    csr_dot<Batch, UV, NC>(panel, offsets, w, p, e, q > 0, out);
   }
 }
 

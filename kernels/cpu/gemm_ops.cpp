@@ -312,27 +312,12 @@ PreparedOp prepare_matmul(const graph::Operator& op, std::span<const ConstTensor
 }
 
 void matmul(const TileArgs& args) {
-  check_dense_tile_args(kMatMulVariant, args, 2, 4, /*needs_prepared=*/true);
-  const auto& prep = *static_cast<const MatMulPrepared*>(args.prepared);
-  const graph::Shape& a_shape = *args.inputs[0].shape;
-  const graph::Shape& y_shape = *args.output.shape;
-  const size_t rank = a_shape.size();
-  const int64_t k = prep.b.k(), n = prep.b.n();
-  graph::Shape expected = a_shape;
-  if (rank >= 2) expected.back() = n;
-  if (rank < 2 || a_shape.back() != k || y_shape != expected)
-    fail_op(kMatMulVariant, args.op,
-            "shapes differ from the prepared ones (A " + graph::shape_to_string(a_shape) + ", Y " +
-                graph::shape_to_string(y_shape) + ")");
-  const graph::Region& r = *args.region;
-  if (r.empty()) return;
-
-  if (auto why = matmul_bias_problem(*args.op, {args.inputs, args.input_count}))
-    fail_op(kMatMulVariant, args.op, *why);
-  const GemmEpilogue ep = matmul_epilogue(args);
-  for_each_batched_gemm_tile(r, a_shape, [&](const GemmTile& tile) {
-    gemm_tile(args.inputs[0].data, k, prep.b, args.output.data, n, tile, ep);
-  });
+  const auto* prep = static_cast<const MatMulPrepared*>(args.prepared);
+  const int64_t k = prep ? prep->b.k() : 0, n = prep ? prep->b.n() : 0;
+  run_prepared_matmul(kMatMulVariant, args, k, n,
+                      [&](const GemmTile& tile, const GemmEpilogue& ep) {
+                        gemm_tile(args.inputs[0].data, k, prep->b, args.output.data, n, tile, ep);
+                      });
 }
 
 std::optional<std::string> matmul_batched_applies(const graph::Operator& op,

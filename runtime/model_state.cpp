@@ -4,6 +4,7 @@
 #include <string>
 
 #include "graph/error.hpp"
+#include "graph/tile_affinity.hpp"
 #include "kernels/layout_assignment.hpp"
 
 namespace tessera::detail {
@@ -25,13 +26,15 @@ void build_csr(ModelState& m) {
   m.children.reserve(m.child_offsets[count]);
   for (const auto& n : nodes)
     m.children.insert(m.children.end(), n.children.begin(), n.children.end());
+  m.main_parents = graph::main_parents(m.graph);
   m.view = scheduler::GraphView{count,
                                 m.parent_counts.data(),
                                 m.child_offsets.data(),
                                 m.children.data(),
                                 m.depths.data(),
                                 m.sources.data(),
-                                static_cast<int32_t>(m.sources.size())};
+                                static_cast<int32_t>(m.sources.size()),
+                                m.main_parents.data()};
 }
 
 void bind_ops(ModelState& m) {

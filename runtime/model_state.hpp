@@ -122,7 +122,7 @@ struct ModelState {
   std::weak_ptr<EngineState> engine;
 
   // Scheduler view (CSR) of graph.nodes.
-  std::vector<int32_t> parent_counts, child_offsets, children, depths, sources;
+  std::vector<int32_t> parent_counts, child_offsets, children, depths, sources, main_parents;
   scheduler::GraphView view;
 
   std::vector<OperandPlacement> operands;

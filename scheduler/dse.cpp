@@ -54,6 +54,11 @@ void Dse::push_batch() {
   batch_.clear();
 }
 
+void Dse::send_to_row(int32_t row, ReadyEntry entry) {
+  pool_.push(row, entry);
+  if (hooks_.on_pushed) hooks_.on_pushed(1);
+}
+
 void Dse::flush_completed() {
   if (current_ == nullptr) return;
   Request* request = current_;
@@ -144,8 +149,11 @@ void Dse::run_path_impl(Request* request, int32_t node) {
   // compiler must otherwise assume may change them.
   const GraphView graph = request->graph();
   std::atomic<int32_t>* const executed = request->executed_parents();
+  const int32_t* const main_parents = graph.main_parents;
+  int32_t* const ran_on = request->ran_on();  // non-null with main_parents
   while (true) {
     request->execute_node(node);  // line 11
+    if (ran_on) ran_on[node] = row_;
     // relaxed: a hint; a stale value only delays sharing by one node.
     const bool share = idle_workers && idle_workers->load(std::memory_order_relaxed) > 0;
     if (share) {
@@ -159,6 +167,16 @@ void Dse::run_path_impl(Request* request, int32_t node) {
           kExclusive ? Request::parent_executed_exclusive(graph.parent_counts, executed, child)
                      : Request::parent_executed(graph.parent_counts, executed, child);
       if (!ready) continue;  // lines 15-16
+      if (!kExclusive && main_parents) {
+        // Data affinity: a child whose main input another worker wrote goes
+        // to that worker's row, where it finds the input in cache (it pops
+        // its own row first); an idle worker still steals it from there.
+        const int32_t home = main_parents[child];
+        if (home >= 0 && ran_on[home] != row_) {
+          send_to_row(ran_on[home], {request, child});
+          continue;
+        }
+      }
       if (next < 0) {
         next = child;  // line 18: traverse to the first readied child
       } else {

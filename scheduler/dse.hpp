@@ -17,6 +17,13 @@
 // switches request or runs out of local work, instead of one shared atomic
 // per node.
 //
+// Data affinity (ASPEN §3.3: own row first, for data reuse). When the graph
+// names each node's main parent (GraphView::main_parents: the tile it reads
+// most of), a readied child whose main parent ran on another worker is not
+// walked here but pushed to that worker's row: its input is in that core's
+// cache. The owner pops its own row first; an idle worker steals it as any
+// other pool entry, so no parallelism is lost. A single worker never routes.
+//
 // Priority (ASPEN §3.3 policy, request priority): while entries of a band
 // above the default are queued in the pool (ReadyPool::urgent_pending), a DSE
 // running default- or low-priority work stops after the current node, parks
@@ -95,6 +102,7 @@ class Dse {
   void leave_exclusive();
   [[gnu::noinline]] void spill_older_half();
   void push_batch();
+  void send_to_row(int32_t row, ReadyEntry entry);
   void switch_request(Request* request);
   ReadyEntry cache_pop();
   template <bool kExclusive>

@@ -10,6 +10,9 @@ Request::Request(const GraphView& graph, int32_t priority)
       executed_parents_(graph.node_count > 0
                             ? std::make_unique<std::atomic<int32_t>[]>(graph.node_count)
                             : nullptr),
+      ran_on_(graph.main_parents && graph.node_count > 0
+                  ? std::make_unique_for_overwrite<int32_t[]>(graph.node_count)
+                  : nullptr),
       remaining_(graph.node_count) {}
 
 Request::~Request() = default;

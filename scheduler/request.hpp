@@ -19,6 +19,10 @@ struct GraphView {
   const int32_t* depths = nullptr;         // [node_count]; feeds ready-pool priority
   const int32_t* sources = nullptr;        // nodes with no parents
   int32_t source_count = 0;
+  // Optional [node_count]: the parent whose output each node reads most (-1:
+  // none). A node made ready on another worker than the one that ran this
+  // parent goes to that worker's pool row instead (dse.hpp, data affinity).
+  const int32_t* main_parents = nullptr;
 };
 
 class Request {
@@ -73,6 +77,11 @@ class Request {
   }
   // The executed-parents counters, one per node (for the DSE's hot loop).
   std::atomic<int32_t>* executed_parents() { return executed_parents_.get(); }
+  // The pool row of the worker that ran each node, when the graph has
+  // main_parents (else null). Written by that worker before it counts the
+  // node's children's parents (release), read by whoever readied a child
+  // (acquire), so no atomic is needed.
+  int32_t* ran_on() { return ran_on_.get(); }
   // Counts one executed node; true when it was the last one.
   bool mark_node_done() { return mark_nodes_done(1); }
   // Counts `count` executed nodes at once (a DSE batches them); true when they
@@ -86,6 +95,7 @@ class Request {
   GraphView graph_;
   int32_t priority_;
   std::unique_ptr<std::atomic<int32_t>[]> executed_parents_;
+  std::unique_ptr<int32_t[]> ran_on_;
   // Own cache line: DSEs decrement it while others read the fields above on
   // every node.
   alignas(64) std::atomic<int32_t> remaining_;

@@ -77,6 +77,7 @@ struct TestGraph {
   std::vector<int32_t> parent_counts, child_offsets, children, depths, sources;
   std::vector<int32_t> parent_offsets, parents;
   std::vector<uint64_t> expected_values;  // sequential evaluation of the dataflow
+  std::vector<int32_t> main_parents;      // empty: no data affinity
 
   GraphView view() const {
     return GraphView{node_count,
@@ -85,7 +86,8 @@ struct TestGraph {
                      children.data(),
                      depths.data(),
                      sources.data(),
-                     static_cast<int32_t>(sources.size())};
+                     static_cast<int32_t>(sources.size()),
+                     main_parents.empty() ? nullptr : main_parents.data()};
   }
 };
 
@@ -144,7 +146,7 @@ int32_t log_uniform(std::mt19937_64& rng, int32_t low, int32_t high) {
   return std::clamp(static_cast<int32_t>(value), low, high);
 }
 
-TestGraph random_graph(std::mt19937_64& rng) {
+TestGraph random_graph_structure(std::mt19937_64& rng) {
   using Edges = std::vector<std::pair<int32_t, int32_t>>;
   const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
   Edges edges;
@@ -219,6 +221,24 @@ TestGraph random_graph(std::mt19937_64& rng) {
     default:
       return build_graph("empty", 0, {});
   }
+}
+
+// Half the random graphs name a main parent per node (GraphView::main_parents),
+// so the stress tests also run the DSE's routing of children to the row of the
+// worker that ran it.
+TestGraph random_graph(std::mt19937_64& rng) {
+  TestGraph graph = random_graph_structure(rng);
+  if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) return graph;
+  graph.description += " with main parents";
+  graph.main_parents.assign(static_cast<size_t>(graph.node_count), -1);
+  for (int32_t node = 0; node < graph.node_count; ++node) {
+    const int32_t begin = graph.parent_offsets[static_cast<size_t>(node)];
+    const int32_t end = graph.parent_offsets[static_cast<size_t>(node) + 1];
+    if (begin == end) continue;
+    graph.main_parents[static_cast<size_t>(node)] = graph.parents[static_cast<size_t>(
+        std::uniform_int_distribution<int32_t>(begin, end - 1)(rng))];
+  }
+  return graph;
 }
 
 // Shared by all requests of a test; outlives them, so a request can report its
@@ -351,6 +371,52 @@ TEST_CASE("Dse follows Algorithm 1: first readied child next, the others pushed 
   CHECK(completed_hook == 1);
   CHECK_FALSE(dse.run_next_path());
   CHECK(pool.empty());
+}
+
+TEST_CASE("Dse data affinity: a child goes to the row of the worker that ran its main parent") {
+  // 0 and 1 are sources, 2 a decoy source, 3 reads 0 and 1 with main parent
+  // `main`. DSE 1 runs 0, DSE 0 runs 1 and so readies 3.
+  for (const int32_t main : {0, 1}) {
+    CAPTURE(main);
+    TestGraph graph = build_graph("affinity", 4, {{0, 3}, {1, 3}});
+    graph.main_parents = {-1, -1, -1, main};
+    struct OrderRequest final : Request {
+      explicit OrderRequest(const TestGraph& g) : Request(g.view()) {}
+      void execute_node(int32_t node) noexcept override { order.push_back(node); }
+      void on_complete() noexcept override { ++completions; }
+      std::vector<int32_t> order;
+      int completions = 0;
+    };
+    OrderRequest request(graph);
+    tessera::scheduler::ReadyPool pool(2);
+    int32_t pushed = 0;
+    const tessera::scheduler::DseHooks hooks{[&](int32_t count) { pushed += count; }, {}};
+    tessera::scheduler::Dse dse0(pool, 0, hooks, tessera::scheduler::DseOptions{0});
+    tessera::scheduler::Dse dse1(pool, 1, hooks, tessera::scheduler::DseOptions{0});
+    dse1.run_path({&request, 0});
+    pool.push(0, {&request, 2});  // the decoy waits in row 0
+    dse0.run_path({&request, 1});
+    if (main == 1) {
+      // Its main input is DSE 0's own: the path goes on to 3 (Algorithm 1).
+      CHECK(request.order == std::vector<int32_t>{0, 1, 3});
+      CHECK(pushed == 0);
+    } else {
+      // Node 0 ran on row 1: 3 is sent there. DSE 1 pops its own row first
+      // and gets 3; had 3 gone to row 0, it would have stolen the decoy
+      // (shallower) first.
+      CHECK(request.order == std::vector<int32_t>{0, 1});
+      CHECK(pushed == 1);
+      CHECK(dse1.run_next_path());
+      CHECK(request.order == std::vector<int32_t>{0, 1, 3});
+    }
+    CHECK(dse0.run_next_path());  // the decoy
+    CHECK(request.order.back() == 2);
+    CHECK(request.order.size() == 4);
+    dse0.flush_completed();
+    dse1.flush_completed();
+    CHECK(request.completions == 1);
+    CHECK(pool.empty());
+  }
 }
 
 TEST_CASE("random DAGs on 1..8 threads: every node once, after its parents") {

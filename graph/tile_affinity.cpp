@@ -1,0 +1,49 @@
+#include "graph/tile_affinity.hpp"
+
+#include "graph/dependency.hpp"
+
+namespace tessera::graph {
+
+std::vector<int32_t> main_parents(const TileGraph& graph) {
+  const auto count = static_cast<int32_t>(graph.nodes.size());
+  std::vector<std::vector<int32_t>> parents(static_cast<size_t>(count));
+  for (int32_t p = 0; p < count; ++p)
+    for (const int32_t c : graph.nodes[static_cast<size_t>(p)].children)
+      parents[static_cast<size_t>(c)].push_back(p);
+
+  std::vector<int32_t> main(static_cast<size_t>(count), -1);
+  std::vector<Shape> input_shapes;
+  for (int32_t c = 0; c < count; ++c) {
+    const auto& mine = parents[static_cast<size_t>(c)];
+    if (mine.size() < 2) {
+      if (!mine.empty()) main[static_cast<size_t>(c)] = mine[0];
+      continue;
+    }
+    const TileNode& node = graph.nodes[static_cast<size_t>(c)];
+    const Operator& op = graph.ops.at(static_cast<size_t>(node.op));
+    input_shapes.clear();
+    for (const int32_t t : op.inputs)
+      input_shapes.push_back(graph.tensors.at(static_cast<size_t>(t)).shape);
+    const Shape& output_shape = graph.tensors.at(static_cast<size_t>(op.outputs.at(0))).shape;
+    const std::vector<InputDependency> deps =
+        tile_dependencies(op, input_shapes, output_shape, node.region);
+    int64_t best = -1;
+    for (const int32_t p : mine) {
+      const TileNode& parent = graph.nodes[static_cast<size_t>(p)];
+      const int32_t produced = graph.ops.at(static_cast<size_t>(parent.op)).outputs.at(0);
+      int64_t read = 0;
+      for (const InputDependency& dep : deps) {
+        if (op.inputs.at(static_cast<size_t>(dep.operand)) != produced) continue;
+        if (dep.region.rank() != parent.region.rank()) continue;
+        read += region_intersection(dep.region, parent.region).numel();
+      }
+      if (read > best) {
+        best = read;
+        main[static_cast<size_t>(c)] = p;
+      }
+    }
+  }
+  return main;
+}
+
+}  // namespace tessera::graph

@@ -25,11 +25,6 @@ namespace tessera::scheduler {
 
 namespace {
 
-// How long an idle worker keeps polling the pool before it parks: long enough
-// to catch work pushed by a DSE a few nodes later, short enough that an idle
-// engine drops to zero CPU almost at once.
-constexpr auto kSpinBeforePark = std::chrono::microseconds(20);
-
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
@@ -154,6 +149,7 @@ struct Executor::Impl {
       : cores(std::move(usable)),
         pin(options.pin),
         dse_cache_capacity(options.dse_cache_capacity),
+        spin_before_park(options.spin_before_park),
         confine(!options.cores.empty()),
         pool(threads, ReadyPool::kDefaultColumns, ReadyPool::kDefaultBands, max_threads),
         workers(static_cast<size_t>(max_threads)) {
@@ -248,9 +244,9 @@ struct Executor::Impl {
     return worker.retire.load(std::memory_order_relaxed) || stop.load(std::memory_order_relaxed);
   }
 
-  // Polls for kSpinBeforePark; true if there may be work (or a reason to exit).
+  // Polls for spin_before_park; true if there may be work (or a reason to exit).
   bool spin_for_work(const Worker& worker) const {
-    const auto deadline = std::chrono::steady_clock::now() + kSpinBeforePark;
+    const auto deadline = std::chrono::steady_clock::now() + spin_before_park;
     do {
       for (int i = 0; i < 32; ++i) {
         if (!pool.empty() || should_exit(worker)) return true;
@@ -375,6 +371,7 @@ struct Executor::Impl {
   const std::vector<CpuList> cores;  // usable physical cores, each a CPU list
   const bool pin;
   const int32_t dse_cache_capacity;
+  const std::chrono::microseconds spin_before_park;
   const bool confine;
   ReadyPool pool;
   std::vector<std::unique_ptr<Worker>> workers;  // [max threads]; [0, active) running
@@ -395,6 +392,10 @@ struct Executor::Impl {
 thread_local const Executor::Impl* Executor::Impl::current_executor = nullptr;
 
 Executor::Executor(const ExecutorOptions& options) {
+  if (options.spin_before_park.count() < 0) {
+    throw Error("ExecutorOptions::spin_before_park must be >= 0, got " +
+                std::to_string(options.spin_before_park.count()) + " us");
+  }
   if (options.threads < 0 || options.max_threads < 0) {
     throw Error(
         "ExecutorOptions::threads and max_threads must be >= 0 (0 picks the default), got " +

@@ -13,6 +13,7 @@
 //   executor.submit(request);      // returns at once; request.on_complete() says when done
 //   executor.remove_workers(2);    // e.g. lend two cores to something else
 //   executor.add_workers(2);
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -42,6 +43,15 @@ struct ExecutorOptions {
   // Ready children each DSE keeps locally before sharing them through the
   // pool (dse.hpp); 0 is Algorithm 1 as written (for ablations).
   int32_t dse_cache_capacity = 32;
+  // How long an idle worker polls the pool before it parks. Waking a parked
+  // worker goes through the OS (and, in a virtual machine, the host): on
+  // the 2-vCPU KVM guests we develop on, 85-100 us at the median and several
+  // ms at the 99th percentile, so a worker that parks at every short lull
+  // inside a run (a single-tile op, a join) leaves its core idle for longer
+  // than the lull. Spinning about as long as a wake-up costs bounds that
+  // loss (the classic spin-then-block rule) and still lets an idle engine
+  // drop to zero CPU within a millisecond.
+  std::chrono::microseconds spin_before_park{1000};
 };
 
 class Executor {

@@ -29,8 +29,47 @@ struct RunArgs {
   uint64_t seed = 0;
   bool json = false;
   bool profile = false;
+  std::string trace;  // Chrome trace file of the last timed run
   std::string executor = "dataflow";
 };
+
+// The last timed run's tile kernels as a Chrome trace (chrome://tracing,
+// Perfetto): one row per CPU, one box per tile.
+void write_trace(const std::string& path, const std::vector<TileEvent>& events) {
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) throw Error("cannot write the trace to '" + path + "'");
+  std::fprintf(file, "{\"traceEvents\": [");
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TileEvent& e = events[i];
+    std::fprintf(file,
+                 "%s\n{\"name\": %s, \"ph\": \"X\", \"pid\": 0, \"tid\": %d, \"ts\": %.3f, "
+                 "\"dur\": %.3f, \"args\": {\"node\": %d}}",
+                 i ? "," : "", json_string(e.op).c_str(), e.cpu, e.start_us, e.duration_us, e.node);
+  }
+  std::fprintf(file, "\n]}\n");
+  if (std::fclose(file) != 0) throw Error("cannot write the trace to '" + path + "'");
+}
+
+// How busy each CPU was between the first tile's start and the last one's end.
+void print_trace_summary(const std::vector<TileEvent>& events, const std::string& path) {
+  if (events.empty()) return;
+  double first = events[0].start_us, last = 0;
+  std::vector<std::pair<int32_t, double>> busy;  // (cpu, us)
+  for (const TileEvent& e : events) {
+    first = std::min(first, e.start_us);
+    last = std::max(last, e.start_us + e.duration_us);
+    auto it =
+        std::find_if(busy.begin(), busy.end(), [&](const auto& b) { return b.first == e.cpu; });
+    if (it == busy.end()) it = busy.insert(busy.end(), {e.cpu, 0.0});
+    it->second += e.duration_us;
+  }
+  std::sort(busy.begin(), busy.end());
+  std::printf("  trace: %zu tiles over %.3f ms -> %s; busy in tile kernels:", events.size(),
+              (last - first) / 1e3, path.c_str());
+  for (const auto& [cpu, us] : busy)
+    std::printf(" cpu %d %.0f%%", cpu, 100.0 * us / (last - first));
+  std::printf("\n");
+}
 
 // Adds one run's per-operator kernel times to `totals` (same operators, same order).
 void accumulate_profile(const std::vector<OpProfile>& run, std::vector<OpProfile>& totals) {
@@ -199,6 +238,9 @@ Command add_run_command(CLI::App& app) {
   sub->add_flag("--profile", args->profile,
                 "Time each operator's tile kernels (mean over the timed runs) and print them, "
                 "slowest first; adds two clock reads per tile to the latency");
+  sub->add_option("--trace", args->trace,
+                  "Write when and on which CPU each tile ran, in the last timed run, as a Chrome "
+                  "trace (chrome://tracing, ui.perfetto.dev) to FILE.json");
   sub->add_option("--executor", args->executor,
                   "dataflow: barrier-free tile scheduling (default); barrier: one operator at a "
                   "time with a barrier after each (the operator-based baseline)")
@@ -219,7 +261,8 @@ Command add_run_command(CLI::App& app) {
     std::vector<OpProfile> profile;  // summed over the timed runs
     for (int32_t i = 0; i < args->warmup + args->iterations; ++i) {
       const auto start = std::chrono::steady_clock::now();
-      auto result = session.run(inputs, RunOptions{.profile = args->profile});
+      const bool trace = !args->trace.empty() && i + 1 == args->warmup + args->iterations;
+      auto result = session.run(inputs, RunOptions{.profile = args->profile, .trace = trace});
       const auto stop = std::chrono::steady_clock::now();
       if (!result) throw Error(result.error());
       if (i >= args->warmup) {
@@ -242,6 +285,7 @@ Command add_run_command(CLI::App& app) {
       summaries.push_back(s);
     }
     const LatencyStats lat = summarise(ms);
+    if (!args->trace.empty()) write_trace(args->trace, outputs.trace);
     if (args->json) {
       std::string j =
           "{\"model\": " + json_string(args->model) +
@@ -277,6 +321,7 @@ Command add_run_command(CLI::App& app) {
                   s.file.c_str());
     }
     if (args->profile) print_profile(profile, lat.median, engine.threads());
+    if (!args->trace.empty()) print_trace_summary(outputs.trace, args->trace);
     return 0;
   };
 }

@@ -1,5 +1,7 @@
 #include "runtime/run_request.hpp"
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -20,14 +22,17 @@ class RunRequest final : public scheduler::Request {
   // The engine is held by pointer: Engine's destructor waits for every run
   // (EngineState::wait_idle), so it outlives this request.
   RunRequest(std::shared_ptr<ModelState> model, EngineState* engine, std::shared_ptr<RunState> run,
-             int32_t priority, bool profile)
-      : scheduler::Request(model->view, priority),
+             const RunOptions& options)
+      : scheduler::Request(model->view, options.priority),
         model_(std::move(model)),
         engine_(engine),
         run_(std::move(run)),
         arena_(model_->arenas.take(model_->graph.arena_bytes)),
-        op_ns_(profile ? std::make_unique<std::atomic<int64_t>[]>(model_->graph.ops.size())
-                       : nullptr) {
+        op_ns_(options.profile ? std::make_unique<std::atomic<int64_t>[]>(model_->graph.ops.size())
+                               : nullptr),
+        trace_(options.trace ? std::make_unique<RawTileEvent[]>(model_->graph.nodes.size())
+                             : nullptr),
+        start_(std::chrono::steady_clock::now()) {
     // Operand views are fixed for the whole run: resolve them once, not per node.
     views_.reserve(model_->operands.size());
     for (const auto& p : model_->operands) {
@@ -57,13 +62,15 @@ class RunRequest final : public scheduler::Request {
     // taking the process down. Later nodes still run (on stale data) so that
     // the request completes and its memory is released.
     try {
-      if (op_ns_) [[unlikely]] {
+      if (op_ns_ || trace_) [[unlikely]] {
         const auto start = std::chrono::steady_clock::now();
         b.kernel(args);
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now() - start)
-                            .count();
-        op_ns_[static_cast<size_t>(n.op)].fetch_add(ns, std::memory_order_relaxed);
+        const auto stop = std::chrono::steady_clock::now();
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(stop - start).count();
+        if (op_ns_) op_ns_[static_cast<size_t>(n.op)].fetch_add(ns, std::memory_order_relaxed);
+        // Each node runs once: its slot has one writer, read in on_complete().
+        if (trace_)
+          trace_[static_cast<size_t>(node)] = {start - start_, stop - start, sched_getcpu()};
       } else {
         b.kernel(args);
       }
@@ -85,6 +92,20 @@ class RunRequest final : public scheduler::Request {
     }
     for (const graph::TileNode& node : graph.nodes) ++ops[static_cast<size_t>(node.op)].tiles;
     return ops;
+  }
+
+  std::vector<TileEvent> trace() const {
+    std::vector<TileEvent> events(model_->graph.nodes.size());
+    for (size_t i = 0; i < events.size(); ++i) {
+      const RawTileEvent& raw = trace_[i];
+      TileEvent& event = events[i];
+      event.op = model_->graph.ops[static_cast<size_t>(model_->graph.nodes[i].op)].name;
+      event.node = static_cast<int32_t>(i);
+      event.cpu = raw.cpu;
+      event.start_us = std::chrono::duration<double, std::micro>(raw.since_run_start).count();
+      event.duration_us = std::chrono::duration<double, std::micro>(raw.duration).count();
+    }
+    return events;
   }
 
   void record_failure(const char* what) noexcept {
@@ -114,6 +135,7 @@ class RunRequest final : public scheduler::Request {
                    std::vector<float>(src, src + graph::shape_numel(tensor.shape))});
       }
       if (op_ns_) outputs.profile = profile();
+      if (trace_) outputs.trace = trace();
       run_->finish(std::move(outputs));
     } catch (const std::bad_alloc&) {
       run_->finish(ErrorInfo{"out of memory while copying the outputs"});
@@ -139,6 +161,13 @@ class RunRequest final : public scheduler::Request {
   std::string failure_;  // written once, by the thread that set failed_
   // Nanoseconds in each operator's kernels; null unless RunOptions::profile.
   std::unique_ptr<std::atomic<int64_t>[]> op_ns_;
+  struct RawTileEvent {
+    std::chrono::steady_clock::duration since_run_start{}, duration{};
+    int cpu = -1;
+  };
+  // One per node; null unless RunOptions::trace.
+  std::unique_ptr<RawTileEvent[]> trace_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 std::string names_of(const std::vector<TensorSpec>& specs) {
@@ -206,7 +235,7 @@ std::shared_ptr<RunState> start_run(const std::shared_ptr<ModelState>& model, co
   }
   RunRequest* request = nullptr;
   try {
-    request = new RunRequest(model, engine.get(), run, options.priority, options.profile);
+    request = new RunRequest(model, engine.get(), run, options);
   } catch (const std::bad_alloc&) {
     run->finish(ErrorInfo{model->path + ": out of memory for a request arena of " +
                           std::to_string(model->graph.arena_bytes) + " bytes"});

@@ -46,11 +46,22 @@ struct OpProfile {
   double kernel_ms = 0;
 };
 
+// One tile kernel call of a traced run (RunOptions::trace).
+struct TileEvent {
+  std::string op;       // the operator's name
+  int32_t node = 0;     // the tile node (TileGraph numbering, as `tessera inspect` counts them)
+  int32_t cpu = -1;     // the OS CPU it ran on (-1: unknown)
+  double start_us = 0;  // from the start of the run
+  double duration_us = 0;
+};
+
 struct Outputs {
   std::vector<Tensor> tensors;  // in the model's output order
   // One entry per operator, in the model's order, when RunOptions::profile
   // was set; empty otherwise.
   std::vector<OpProfile> profile;
+  // One entry per tile node, in node order, when RunOptions::trace was set.
+  std::vector<TileEvent> trace;
   const Tensor* find(const std::string& name) const {
     for (const Tensor& t : tensors)
       if (t.name == name) return &t;
@@ -66,6 +77,10 @@ struct RunOptions {
   // Time every tile kernel call and report it per operator (Outputs::profile).
   // Costs two clock reads per tile.
   bool profile = false;
+  // Record when and on which CPU every tile kernel ran (Outputs::trace), to
+  // see how the scheduler spread the graph over the cores. Costs two clock
+  // reads and a CPU lookup per tile.
+  bool trace = false;
 };
 
 // A run started with Session::run_async. Copyable; all copies see the same run.

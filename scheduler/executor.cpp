@@ -25,6 +25,10 @@ namespace tessera::scheduler {
 
 namespace {
 
+// Cap of the spin's back-off: on current x86 cores a pause is ~40-140 cycles,
+// so an idle worker sees new work within about a microsecond.
+constexpr int32_t kMaxPausesBetweenPolls = 16;
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
@@ -245,12 +249,17 @@ struct Executor::Impl {
   }
 
   // Polls for spin_before_park; true if there may be work (or a reason to exit).
+  // Polls only the rows' bitmaps, with a growing pause between polls: every
+  // poll pulls lines the busy workers write when they push, and each such
+  // read costs the next pusher a cache-line transfer.
   bool spin_for_work(const Worker& worker) const {
     const auto deadline = std::chrono::steady_clock::now() + spin_before_park;
+    int32_t pauses = 1;
     do {
-      for (int i = 0; i < 32; ++i) {
-        if (!pool.empty() || should_exit(worker)) return true;
-        cpu_relax();
+      for (int i = 0; i < 8; ++i) {
+        if (pool.maybe_nonempty() || should_exit(worker)) return true;
+        for (int32_t p = 0; p < pauses; ++p) cpu_relax();
+        pauses = std::min(pauses * 2, kMaxPausesBetweenPolls);
       }
     } while (std::chrono::steady_clock::now() < deadline);
     return false;

@@ -316,6 +316,16 @@ bool ReadyPool::empty() const {
   return true;
 }
 
+bool ReadyPool::maybe_nonempty() const {
+  const int32_t row_count = rows();
+  for (int32_t r = 0; r < row_count; ++r) {
+    // relaxed: a hint; pop() and the parking handshake do the ordered reads.
+    if (rows_[static_cast<size_t>(r)]->maybe_nonempty.load(std::memory_order_relaxed) != 0)
+      return true;
+  }
+  return false;
+}
+
 int64_t ReadyPool::size() const {
   int64_t total = 0;
   const int32_t row_count = rows();

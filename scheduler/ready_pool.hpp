@@ -122,6 +122,9 @@ class ReadyPool {
   bool empty() const;
   // Number of entries, same caveat as empty().
   int64_t size() const;
+  // Whether any row's bitmap has a bit set (relaxed loads of one word per
+  // row): a cheap hint for polling, never the proof empty() gives.
+  bool maybe_nonempty() const;
 
  private:
   struct Cell;

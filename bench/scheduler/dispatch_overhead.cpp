@@ -8,6 +8,13 @@
 //   tbb-barrier  one tbb::parallel_for per layer (the operator-barrier way)
 // Each cell is the median of --reps runs of the whole DAG.
 //
+// At 2+ threads most of a node's cost is moving cache lines between cores:
+// a child's executed-parents counter is counted by both its parents, so it
+// crosses cores whenever they ran on different workers. On a shared VM that
+// cost drifts with where the host places the vCPUs, so each row also shows
+// the one-way cache-line transfer time between the first two CPUs, measured
+// by ping-pong just before the row ("line ns").
+//
 //   bench_dispatch_overhead [--layers N] [--width N] [--reps N] [--threads 1,2]
 //                           [--only tessera|tessera-c0|tbb-flow|tbb-barrier]  (for profiling)
 //                           [--cache N]  (dse_cache_capacity of the "tessera" column)
@@ -16,10 +23,14 @@
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -188,6 +199,55 @@ double run_tbb_barrier(const LayeredDag& dag, int32_t threads, int32_t reps) {
   return median(ns);
 }
 
+// One-way cache-line transfer between two CPUs (ns): two threads pinned to
+// them hand a counter back and forth; median of a few rounds. NaN if the
+// process may not run on two CPUs.
+double line_transfer_ns() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return std::nan("");
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  if (cpus.size() < 2) return std::nan("");
+  const auto pin = [](int cpu) {
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    CPU_SET(cpu, &mask);
+    pthread_setaffinity_np(pthread_self(), sizeof(mask), &mask);
+  };
+  constexpr int64_t kHandOffs = 200000;
+  std::vector<double> rounds;
+  for (int round = 0; round < 5; ++round) {
+    alignas(64) std::atomic<int64_t> turn{0};
+    double ns = 0;
+    std::thread left([&] {
+      pin(cpus[0]);
+      const auto start = Clock::now();
+      for (int64_t i = 0; i < kHandOffs; i += 2) {
+        while (turn.load(std::memory_order_acquire) != i) {
+        }
+        turn.store(i + 1, std::memory_order_release);
+      }
+      while (turn.load(std::memory_order_acquire) != kHandOffs) {
+      }
+      ns = seconds_since(start) * 1e9 / kHandOffs;
+    });
+    std::thread right([&] {
+      pin(cpus[1]);
+      for (int64_t i = 1; i < kHandOffs; i += 2) {
+        while (turn.load(std::memory_order_acquire) != i) {
+        }
+        turn.store(i + 1, std::memory_order_release);
+      }
+    });
+    left.join();
+    right.join();
+    rounds.push_back(ns);
+  }
+  return median(rounds);
+}
+
 std::string cpu_model() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
@@ -241,17 +301,18 @@ int main(int argc, char** argv) {
       "layer, seed %llu), empty kernels; median of %d runs\n",
       layers, width, dag.node_count(), dag.children.size(), static_cast<unsigned long long>(seed),
       reps);
-  std::printf("%8s %12s %12s %12s %12s %14s %14s\n", "threads", "tessera", "tessera-c0", "tbb-flow",
-              "tbb-barrier", "flow/tessera", "barrier/tessera");
+  std::printf("%8s %12s %12s %12s %12s %14s %14s %10s\n", "threads", "tessera", "tessera-c0",
+              "tbb-flow", "tbb-barrier", "flow/tessera", "barrier/tessera", "line ns");
   for (const int32_t threads : thread_counts) {
     const auto wanted = [&](const char* name) { return only.empty() || only == name; };
     const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double line = threads > 1 ? line_transfer_ns() : nan;
     const double tessera = wanted("tessera") ? run_tessera(dag, threads, reps, cache) : nan;
     const double tessera_c0 = wanted("tessera-c0") ? run_tessera(dag, threads, reps, 0) : nan;
     const double flow = wanted("tbb-flow") ? run_tbb_flow(dag, threads, reps) : nan;
     const double barrier = wanted("tbb-barrier") ? run_tbb_barrier(dag, threads, reps) : nan;
-    std::printf("%8d %9.1f ns %9.1f ns %9.1f ns %9.1f ns %13.2fx %13.2fx\n", threads, tessera,
-                tessera_c0, flow, barrier, flow / tessera, barrier / tessera);
+    std::printf("%8d %9.1f ns %9.1f ns %9.1f ns %9.1f ns %13.2fx %13.2fx %10.1f\n", threads,
+                tessera, tessera_c0, flow, barrier, flow / tessera, barrier / tessera, line);
   }
   return 0;
 }

@@ -142,6 +142,14 @@ TEST_CASE("pop: own row first, then steals from the other rows") {
   CHECK(stolen->node == 1);
   CHECK_FALSE(pool.pop(0).has_value());
   CHECK(pool.empty());
+  // The polling hint: set by a push into any row, cleared by the pop that
+  // finds the cells empty.
+  CHECK_FALSE(pool.maybe_nonempty());
+  pool.push(3, {&request, 2});
+  CHECK(pool.maybe_nonempty());
+  REQUIRE(pool.pop(1).has_value());
+  CHECK_FALSE(pool.pop(1).has_value());
+  CHECK_FALSE(pool.maybe_nonempty());
   // Every row can steal from every other row.
   for (int32_t owner = 0; owner < 4; ++owner) {
     for (int32_t thief = 0; thief < 4; ++thief) {

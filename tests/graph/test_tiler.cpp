@@ -11,6 +11,7 @@
 #include "graph/dependency.hpp"
 #include "graph/error.hpp"
 #include "graph/tiler.hpp"
+#include "graph_builder.hpp"
 #include "random_graphs.hpp"
 
 using namespace tessera::graph;
@@ -186,6 +187,52 @@ TEST_CASE("tiler: convs with few pixels per image cut channels, not 1-row runs")
   // --tiles keeps the row tiling: 4 runs of 1-2 rows of the 7x7 output.
   auto forced = build_tile_nodes(b.g, TilerOptions{4, 2});
   for (size_t i = 0; i < 4; ++i) CHECK(forced[i].region.end[1] - forced[i].region.begin[1] == 64);
+}
+
+TEST_CASE("tiler: a MatMul whose shared B is larger than A is cut by columns of 64") {
+  // A transformer projection in small: [1, 16, 8] x [8, N], N > 16 rows:
+  // column runs, so that each tile reads its own slice of B once.
+  for (const int64_t n : {128, 200, 1000}) {
+    CAPTURE(n);
+    GraphBuilder b;
+    const int32_t x = b.input("x", {1, 16, 8});
+    const int32_t w = b.weight("w", {8, n});
+    b.g.outputs = {b.op(OpType::MatMul, {x, w})};
+    const auto nodes = build_tile_nodes(b.g, TilerOptions{4, 2});
+    check_tile_graph(b.g, nodes);
+    REQUIRE(nodes.size() == static_cast<size_t>(std::min<int64_t>(4, n / 64)));
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      CAPTURE(i);
+      const Region& r = nodes[i].region;
+      CHECK(r.begin[1] == 0);
+      CHECK(r.end[1] == 16);  // every row
+      CHECK(r.begin[2] % 64 == 0);
+      if (i + 1 < nodes.size()) CHECK(r.end[2] % 64 == 0);
+      CHECK(r.end[2] - r.begin[2] >= 64);
+    }
+    CHECK(nodes.back().region.end[2] == n);
+  }
+  // More rows than columns (a batch of long sequences): rows, as before.
+  GraphBuilder tall;
+  const int32_t x = tall.input("x", {1, 300, 8});
+  const int32_t w = tall.weight("w", {8, 128});
+  tall.g.outputs = {tall.op(OpType::MatMul, {x, w})};
+  const auto rows = build_tile_nodes(tall.g, TilerOptions{4, 2});
+  check_tile_graph(tall.g, rows);
+  REQUIRE(rows.size() == 4);
+  for (const TileNode& node : rows) {
+    CHECK(node.region.begin[2] == 0);
+    CHECK(node.region.end[2] == 128);
+  }
+  // Attention (B batched per head) keeps its per-head grid.
+  GraphBuilder attention;
+  const int32_t q = attention.input("q", {1, 4, 16, 8});
+  const int32_t k = attention.input("k", {1, 4, 8, 160});
+  attention.g.outputs = {attention.op(OpType::MatMul, {q, k})};
+  for (const TileNode& node : build_tile_nodes(attention.g, TilerOptions{4, 2})) {
+    CHECK(node.region.begin[3] == 0);
+    CHECK(node.region.end[3] == 160);
+  }
 }
 
 TEST_CASE("tiler: rejects a tensor whose shape disagrees with its op") {

@@ -1,5 +1,7 @@
 #include "graph/tile_affinity.hpp"
 
+#include <algorithm>
+
 #include "graph/dependency.hpp"
 
 namespace tessera::graph {
@@ -44,6 +46,25 @@ std::vector<int32_t> main_parents(const TileGraph& graph) {
     }
   }
   return main;
+}
+
+std::vector<uint8_t> depth_first_nodes(const TileGraph& graph) {
+  std::vector<int64_t> tiles(graph.ops.size(), 0);
+  for (const TileNode& node : graph.nodes) ++tiles.at(static_cast<size_t>(node.op));
+  std::vector<uint8_t> walk_into_op(graph.ops.size(), 1);
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    int64_t weight_bytes = 0, activation_bytes = 0;
+    for (const int32_t t : graph.ops[o].inputs) {
+      const CompiledTensor& tensor = graph.tensors.at(static_cast<size_t>(t));
+      (tensor.storage == TensorStorage::Weight ? weight_bytes : activation_bytes) +=
+          tensor.byte_size();
+    }
+    walk_into_op[o] = weight_bytes * std::max<int64_t>(tiles[o] - 1, 0) < activation_bytes;
+  }
+  std::vector<uint8_t> walk(graph.nodes.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n)
+    walk[n] = walk_into_op[static_cast<size_t>(graph.nodes[n].op)];
+  return walk;
 }
 
 }  // namespace tessera::graph

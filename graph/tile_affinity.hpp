@@ -16,4 +16,15 @@ namespace tessera::graph {
 // to the lower-numbered parent.
 std::vector<int32_t> main_parents(const TileGraph& graph);
 
+// For every node, whether a worker that made it ready should run it next
+// (ASPEN Algorithm 1's depth-first walk) rather than queue it behind the
+// other ready tiles, which are mostly its own op's siblings. The walk keeps
+// the activations just written in cache but loads the child op's weights
+// once per tile; going op by op loads them once per op but reads the
+// activations back later. Per op: walk into it when its weights, loaded
+// (tiles - 1) extra times, are fewer bytes than the activations it reads.
+// ResNet-50's late stages (7x7x2048 maps, 4 MB weights) and most of
+// MobileNetV2 run faster op by op, its early stages depth-first.
+std::vector<uint8_t> depth_first_nodes(const TileGraph& graph);
+
 }  // namespace tessera::graph

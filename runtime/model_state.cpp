@@ -27,6 +27,7 @@ void build_csr(ModelState& m) {
   for (const auto& n : nodes)
     m.children.insert(m.children.end(), n.children.begin(), n.children.end());
   m.main_parents = graph::main_parents(m.graph);
+  m.walk_into = graph::depth_first_nodes(m.graph);
   m.view = scheduler::GraphView{count,
                                 m.parent_counts.data(),
                                 m.child_offsets.data(),
@@ -34,7 +35,8 @@ void build_csr(ModelState& m) {
                                 m.depths.data(),
                                 m.sources.data(),
                                 static_cast<int32_t>(m.sources.size()),
-                                m.main_parents.data()};
+                                m.main_parents.data(),
+                                m.walk_into.data()};
 }
 
 void bind_ops(ModelState& m) {

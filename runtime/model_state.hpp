@@ -123,6 +123,7 @@ struct ModelState {
 
   // Scheduler view (CSR) of graph.nodes.
   std::vector<int32_t> parent_counts, child_offsets, children, depths, sources, main_parents;
+  std::vector<uint8_t> walk_into;
   scheduler::GraphView view;
 
   std::vector<OperandPlacement> operands;

@@ -150,6 +150,7 @@ void Dse::run_path_impl(Request* request, int32_t node) {
   const GraphView graph = request->graph();
   std::atomic<int32_t>* const executed = request->executed_parents();
   const int32_t* const main_parents = graph.main_parents;
+  const uint8_t* const walk_into = graph.walk_into;
   int32_t* const ran_on = request->ran_on();  // non-null with main_parents
   while (true) {
     request->execute_node(node);  // line 11
@@ -177,7 +178,7 @@ void Dse::run_path_impl(Request* request, int32_t node) {
           continue;
         }
       }
-      if (next < 0) {
+      if (next < 0 && (walk_into == nullptr || walk_into[child])) {
         next = child;  // line 18: traverse to the first readied child
       } else {
         cache_or_batch({request, child}, share);  // line 20, cached or batched

@@ -24,6 +24,11 @@
 // cache. The owner pops its own row first; an idle worker steals it as any
 // other pool entry, so no parallelism is lost. A single worker never routes.
 //
+// Walk or queue. A graph may mark nodes not to walk into (GraphView::
+// walk_into, from graph::depth_first_nodes): a readied child of such an op
+// goes to the cache like the other children, so the op's ready tiles run one
+// after another while its weights are in cache.
+//
 // Priority (ASPEN §3.3 policy, request priority): while entries of a band
 // above the default are queued in the pool (ReadyPool::urgent_pending), a DSE
 // running default- or low-priority work stops after the current node, parks

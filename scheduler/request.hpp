@@ -23,6 +23,10 @@ struct GraphView {
   // none). A node made ready on another worker than the one that ran this
   // parent goes to that worker's pool row instead (dse.hpp, data affinity).
   const int32_t* main_parents = nullptr;
+  // Optional [node_count]: 0 where a DSE that readies the node should queue
+  // it (local cache, FIFO) instead of walking into it (dse.hpp); null: walk
+  // into every node, as Algorithm 1.
+  const uint8_t* walk_into = nullptr;
 };
 
 class Request {

@@ -107,3 +107,31 @@ TEST_CASE("main_parents: random graphs, against brute-force counts of the elemen
     }
   }
 }
+
+TEST_CASE("depth_first_nodes: walk into an op unless reloading its weights per tile costs more") {
+  // conv_a: 8 -> 8 channels 1x1 on a 32x32 map (256 B of weights, 32 KiB of
+  // input): depth first. conv_b: 8 -> 512 channels 3x3 on the same map
+  // (147 KiB of weights, 3 extra loads, 32 KiB of input): op by op. A
+  // single-tile op reloads nothing: depth first.
+  GraphBuilder b;
+  const int32_t x = b.input("x", {1, 8, 32, 32});
+  const int32_t wa = b.weight("wa", {8, 8, 1, 1});
+  const int32_t wb = b.weight("wb", {512, 8, 3, 3});
+  const int32_t a =
+      b.op(OpType::Conv, {x, wa}, spatial_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}));
+  b.g.outputs = {b.op(OpType::Conv, {a, wb}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
+  const auto with_storage = [&](TileGraph tiles) {
+    for (size_t t = 0; t < tiles.tensors.size(); ++t)
+      if (b.g.tensors[t].is_weight) tiles.tensors[t].storage = TensorStorage::Weight;
+    return tiles;
+  };
+  const TileGraph tiles = with_storage(tile_graph_of(b.g, TilerOptions{4, 2}));
+  REQUIRE(tiles.nodes.size() == 8);
+  const std::vector<uint8_t> walk = depth_first_nodes(tiles);
+  for (size_t n = 0; n < 8; ++n) {
+    CAPTURE(n);
+    CHECK(walk[n] == (n < 4 ? 1 : 0));
+  }
+  for (const uint8_t w : depth_first_nodes(with_storage(tile_graph_of(b.g, TilerOptions{1, 1}))))
+    CHECK(w == 1);
+}

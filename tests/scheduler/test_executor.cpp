@@ -78,6 +78,7 @@ struct TestGraph {
   std::vector<int32_t> parent_offsets, parents;
   std::vector<uint64_t> expected_values;  // sequential evaluation of the dataflow
   std::vector<int32_t> main_parents;      // empty: no data affinity
+  std::vector<uint8_t> walk_into;         // empty: walk into every node
 
   GraphView view() const {
     return GraphView{node_count,
@@ -87,7 +88,8 @@ struct TestGraph {
                      depths.data(),
                      sources.data(),
                      static_cast<int32_t>(sources.size()),
-                     main_parents.empty() ? nullptr : main_parents.data()};
+                     main_parents.empty() ? nullptr : main_parents.data(),
+                     walk_into.empty() ? nullptr : walk_into.data()};
   }
 };
 
@@ -223,14 +225,18 @@ TestGraph random_graph_structure(std::mt19937_64& rng) {
   }
 }
 
-// Half the random graphs name a main parent per node (GraphView::main_parents),
-// so the stress tests also run the DSE's routing of children to the row of the
-// worker that ran it.
+// Half the random graphs name a main parent per node (GraphView::main_parents)
+// and mark random nodes not to walk into (GraphView::walk_into), so the stress
+// tests also run the DSE's routing of children to the row of the worker that
+// ran their main parent, and its queueing instead of walking.
 TestGraph random_graph(std::mt19937_64& rng) {
   TestGraph graph = random_graph_structure(rng);
   if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) return graph;
-  graph.description += " with main parents";
+  graph.description += " with main parents and walk flags";
   graph.main_parents.assign(static_cast<size_t>(graph.node_count), -1);
+  graph.walk_into.resize(static_cast<size_t>(graph.node_count));
+  for (uint8_t& walk : graph.walk_into)
+    walk = static_cast<uint8_t>(std::uniform_int_distribution<int>(0, 1)(rng));
   for (int32_t node = 0; node < graph.node_count; ++node) {
     const int32_t begin = graph.parent_offsets[static_cast<size_t>(node)];
     const int32_t end = graph.parent_offsets[static_cast<size_t>(node) + 1];
@@ -416,6 +422,31 @@ TEST_CASE("Dse data affinity: a child goes to the row of the worker that ran its
     dse1.flush_completed();
     CHECK(request.completions == 1);
     CHECK(pool.empty());
+  }
+}
+
+TEST_CASE("Dse walk_into: a child marked 0 is queued behind the others, not walked into") {
+  // 0 -> {1, 2}: Algorithm 1 walks into 1 (the first readied child); with
+  // walk_into[1] = 0 it walks into 2 and runs 1 from its local cache after.
+  for (const bool mark : {false, true}) {
+    CAPTURE(mark);
+    TestGraph graph = build_graph("walk", 3, {{0, 1}, {0, 2}});
+    if (mark) graph.walk_into = {1, 0, 1};
+    struct OrderRequest final : Request {
+      explicit OrderRequest(const TestGraph& g) : Request(g.view()) {}
+      void execute_node(int32_t node) noexcept override { order.push_back(node); }
+      void on_complete() noexcept override { ++completions; }
+      std::vector<int32_t> order;
+      int completions = 0;
+    };
+    OrderRequest request(graph);
+    tessera::scheduler::ReadyPool pool(1);
+    tessera::scheduler::Dse dse(pool, 0);
+    dse.run_path({&request, 0});
+    CHECK(dse.cached() == 1);
+    CHECK(dse.run_next_path());
+    CHECK(request.order == (mark ? std::vector<int32_t>{0, 2, 1} : std::vector<int32_t>{0, 1, 2}));
+    CHECK(request.completions == 1);
   }
 }
 

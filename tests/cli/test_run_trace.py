@@ -8,30 +8,17 @@ path that cannot be written gives one clean "error:" line.
 
     test_run_trace.py --tessera PATH --work-dir DIR
 """
-import argparse
 import json
 import os
-import subprocess
 import sys
 
 sys.dont_write_bytecode = True
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run(argv, check=True):
-  return subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=check,
-                        timeout=300)
+from cli_common import clean_error, cli_args, demo_model, finish, run  # noqa: E402
 
 
 def main() -> int:
-  ap = argparse.ArgumentParser()
-  ap.add_argument("--tessera", required=True)
-  ap.add_argument("--work-dir", required=True)
-  args = ap.parse_args()
-  os.makedirs(args.work_dir, exist_ok=True)
-  onnx_path = os.path.join(args.work_dir, "demo.onnx")
-  run([sys.executable, os.path.join(HERE, "..", "..", "scripts", "make_demo_model.py"),
-       "--output", onnx_path, "--input-npy", os.path.join(args.work_dir, "demo_in.npy")])
+  args = cli_args()
+  onnx_path, _ = demo_model(args.work_dir)
   tess = os.path.join(args.work_dir, "demo.tess")
   run([args.tessera, "compile", onnx_path, "-o", tess, "-q", "--threads", "2"])
   info = json.loads(run([args.tessera, "inspect", tess, "--json"]).stdout)
@@ -55,13 +42,9 @@ def main() -> int:
         break
   bad = run([args.tessera, "run", tess, "--iterations", "1", "--trace",
              os.path.join(args.work_dir, "no_such_dir", "t.json")], check=False)
-  lines = bad.stderr.strip().splitlines()
-  if bad.returncode == 0 or len(lines) != 1 or not lines[0].startswith("error:"):
+  if clean_error(bad) is None:
     failures.append(f"unwritable trace path: exit {bad.returncode}, stderr {bad.stderr!r}")
-  for f in failures:
-    print("FAIL", f)
-  print(f"{'passed' if not failures else f'{len(failures)} failed'}")
-  return 1 if failures else 0
+  return finish(failures)
 
 
 if __name__ == "__main__":

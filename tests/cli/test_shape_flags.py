@@ -12,10 +12,8 @@ A model with a symbolic batch `N`, a symbolic `seq` and an input whose dim 0 is 
 
     test_shape_flags.py --tessera PATH --work-dir DIR
 """
-import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -24,26 +22,16 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 sys.dont_write_bytecode = True
+import cli_common  # noqa: E402
+from cli_common import clean_error, cli_args, finish  # noqa: E402
 
 
 def run(argv):
-  return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300)
-
-
-def clean_error(proc) -> str | None:
-  """The error line, or None when the failure was not one clean `error:` line."""
-  lines = [l for l in proc.stderr.splitlines() if l.strip()]
-  if proc.returncode == 0 or len(lines) != 1 or not lines[0].startswith("error:"):
-    return None
-  return lines[0]
+  return cli_common.run(argv, check=False)
 
 
 def main() -> int:
-  ap = argparse.ArgumentParser()
-  ap.add_argument("--tessera", required=True)
-  ap.add_argument("--work-dir", required=True)
-  args = ap.parse_args()
-  os.makedirs(args.work_dir, exist_ok=True)
+  args = cli_args()
   rng = np.random.default_rng(7)
   w = rng.standard_normal((6, 6)).astype(np.float32)
   graph = helper.make_graph(
@@ -110,10 +98,7 @@ def main() -> int:
   if proc.returncode == 0 or "--batch" not in proc.stderr:
     failures.append(f"--batch 0: expected a refusal naming --batch, got {proc.stderr!r}")
 
-  for f in failures:
-    print("FAIL", f)
-  print(f"{len(failures)} failure(s)")
-  return 1 if failures else 0
+  return finish(failures, f"{len(failures)} failure(s)")
 
 
 if __name__ == "__main__":

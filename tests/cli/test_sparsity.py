@@ -20,11 +20,9 @@ Prints `N passed, M failed`; exits 1 if M > 0.
 
     test_sparsity.py --tessera PATH --work-dir DIR
 """
-import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -33,11 +31,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.dont_write_bytecode = True
-
-
-def run(argv, check=True):
-  return subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=check,
-                        timeout=120, stdin=subprocess.DEVNULL)
+from cli_common import cli_args, finish, run  # noqa: E402
 
 
 def make_model(weights):
@@ -79,10 +73,7 @@ def close(a, b):
 
 
 def main() -> int:
-  ap = argparse.ArgumentParser()
-  ap.add_argument("--tessera", required=True)
-  ap.add_argument("--work-dir", required=True)
-  args = ap.parse_args()
+  args = cli_args()
   work = args.work_dir
   os.makedirs(work, exist_ok=True)
   rng = np.random.default_rng(611)
@@ -291,10 +282,7 @@ def main() -> int:
     check(0 < r.returncode < 128 and len(lines) == 1 and lines[0].startswith("error:"),
           f"{what}: exit {r.returncode}, stderr {r.stderr!r}")
 
-  for f in failures:
-    print("FAIL", f)
-  print(f"{passed} passed, {len(failures)} failed")
-  return 1 if failures else 0
+  return finish(failures, f"{passed} passed, {len(failures)} failed")
 
 
 if __name__ == "__main__":

@@ -9,34 +9,20 @@ compiled without --tune; `--tune --tiles N` is refused with one clean error line
 
     test_tune.py --tessera PATH --work-dir DIR
 """
-import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
 
 sys.dont_write_bytecode = True
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run(argv, check=True):
-  return subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=check,
-                        timeout=300)
+from cli_common import clean_error, cli_args, demo_model, finish, run  # noqa: E402
 
 
 def main() -> int:
-  ap = argparse.ArgumentParser()
-  ap.add_argument("--tessera", required=True)
-  ap.add_argument("--work-dir", required=True)
-  args = ap.parse_args()
-  os.makedirs(args.work_dir, exist_ok=True)
-  onnx_path = os.path.join(args.work_dir, "demo.onnx")
-  input_path = os.path.join(args.work_dir, "demo_in.npy")
-  run([sys.executable, os.path.join(HERE, "..", "..", "scripts", "make_demo_model.py"),
-       "--output", onnx_path, "--input-npy", input_path])
+  args = cli_args()
+  onnx_path, input_path = demo_model(args.work_dir)
   failures = []
   threads = 2
   tuned = os.path.join(args.work_dir, "tuned.tess")
@@ -77,14 +63,9 @@ def main() -> int:
 
   both = run([args.tessera, "compile", onnx_path, "-o", plain, "--tune", "--tiles", "3"],
              check=False)
-  lines = both.stderr.strip().splitlines()
-  if both.returncode == 0 or len(lines) != 1 or not lines[0].startswith("error:"):
+  if clean_error(both) is None:
     failures.append(f"--tune --tiles: exit {both.returncode}, stderr {both.stderr!r}")
-
-  for f in failures:
-    print("FAIL", f)
-  print(f"{'passed' if not failures else f'{len(failures)} failed'}")
-  return 1 if failures else 0
+  return finish(failures)
 
 
 if __name__ == "__main__":

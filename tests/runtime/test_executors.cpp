@@ -444,7 +444,39 @@ TEST_CASE("run options: a priority is accepted by both executors and changes no 
   }
 }
 
-TEST_CASE("run options: profile times every operator's tiles on both executors") {
+// Outputs::trace of a BranchModel run that was also profiled and took
+// `wall_us`: every tile once, in node order, with its CPU and times.
+static void check_trace(const tessera::Outputs& out, double wall_us) {
+  // One event per tile node, in node order, named after its operator.
+  int32_t tiles = 0;
+  for (const tessera::OpProfile& op : out.profile) tiles += op.tiles;
+  REQUIRE(static_cast<int32_t>(out.trace.size()) == tiles);
+  for (size_t i = 0; i < out.trace.size(); ++i) {
+    const tessera::TileEvent& e = out.trace[i];
+    CAPTURE(i);
+    CHECK(e.node == static_cast<int32_t>(i));
+    CHECK(e.cpu >= 0);
+    CHECK(e.start_us >= 0);
+    CHECK(e.duration_us >= 0);
+    CHECK(e.start_us + e.duration_us <= wall_us);
+    int32_t of_op = 0;
+    for (const tessera::TileEvent& other : out.trace) of_op += other.op == e.op;
+    const auto op = std::find_if(out.profile.begin(), out.profile.end(),
+                                 [&](const tessera::OpProfile& p) { return p.name == e.op; });
+    REQUIRE(op != out.profile.end());
+    CHECK(of_op == op->tiles);
+  }
+  // Every conv_c tile reads some conv_a tile's output (through the Add),
+  // so the first conv_a tile to end ends before any conv_c tile starts.
+  double first_conv_a_end = 1e300, first_conv_c_start = 1e300;
+  for (const tessera::TileEvent& e : out.trace) {
+    if (e.op == "conv_a") first_conv_a_end = std::min(first_conv_a_end, e.start_us + e.duration_us);
+    if (e.op == "conv_c") first_conv_c_start = std::min(first_conv_c_start, e.start_us);
+  }
+  CHECK(first_conv_a_end <= first_conv_c_start);
+}
+
+TEST_CASE("run options: profile and trace time every tile on both executors") {
   const auto dir = temp_dir("tessera_executors_test_");
   for (int tiles : {1, 3}) {
     BranchModel m(dir, 303 + tiles, tiles);
@@ -460,8 +492,14 @@ TEST_CASE("run options: profile times every operator's tiles on both executors")
       auto plain = session.run(m.inputs(input));
       REQUIRE(plain.ok());
       CHECK(plain->profile.empty());
-      auto out = session.run(m.inputs(input), {.profile = true});
+      CHECK(plain->trace.empty());
+      const auto start = std::chrono::steady_clock::now();
+      auto out = session.run(m.inputs(input), {.profile = true, .trace = true});
+      const double wall_us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count();
       REQUIRE(out.ok());
+      check_trace(*out, wall_us);
       check_close(out->tensors.at(0).data, want);
       // One entry per operator left after the compiler's fusions (Relu and
       // the residual Add may fold into a conv), in the model's order, each
@@ -482,57 +520,6 @@ TEST_CASE("run options: profile times every operator's tiles on both executors")
       CHECK(convs == std::vector<std::string>{"conv_a", "conv_b", "conv_c"});
       CHECK(total > 0);
     }
-  }
-}
-
-TEST_CASE("run options: trace records every tile once, with its CPU and times, on both executors") {
-  const auto dir = temp_dir("tessera_executors_test_");
-  BranchModel m(dir, 311, 3);
-  const auto input = random_values(m.input_size(), 23);
-  const auto want = m.expected(input);
-  for (ExecutorKind kind : {ExecutorKind::Dataflow, ExecutorKind::Barrier}) {
-    CAPTURE(kind_name(kind));
-    tessera::Engine engine({.threads = 2, .executor = kind});
-    auto model = engine.load(m.path);
-    REQUIRE(model.ok());
-    auto session = model->session();
-    auto plain = session.run(m.inputs(input));
-    REQUIRE(plain.ok());
-    CHECK(plain->trace.empty());
-    const auto start = std::chrono::steady_clock::now();
-    auto out = session.run(m.inputs(input), {.profile = true, .trace = true});
-    const double wall_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    REQUIRE(out.ok());
-    check_close(out->tensors.at(0).data, want);
-    // One event per tile node, in node order, named after its operator.
-    int32_t tiles = 0;
-    for (const tessera::OpProfile& op : out->profile) tiles += op.tiles;
-    REQUIRE(static_cast<int32_t>(out->trace.size()) == tiles);
-    for (size_t i = 0; i < out->trace.size(); ++i) {
-      const tessera::TileEvent& e = out->trace[i];
-      CAPTURE(i);
-      CHECK(e.node == static_cast<int32_t>(i));
-      CHECK(e.cpu >= 0);
-      CHECK(e.start_us >= 0);
-      CHECK(e.duration_us >= 0);
-      CHECK(e.start_us + e.duration_us <= wall_us);
-      int32_t of_op = 0;
-      for (const tessera::TileEvent& other : out->trace) of_op += other.op == e.op;
-      const auto op = std::find_if(out->profile.begin(), out->profile.end(),
-                                   [&](const tessera::OpProfile& p) { return p.name == e.op; });
-      REQUIRE(op != out->profile.end());
-      CHECK(of_op == op->tiles);
-    }
-    // Every conv_c tile reads some conv_a tile's output (through the Add),
-    // so the first conv_a tile to end ends before any conv_c tile starts.
-    double first_conv_a_end = 1e300, first_conv_c_start = 1e300;
-    for (const tessera::TileEvent& e : out->trace) {
-      if (e.op == "conv_a")
-        first_conv_a_end = std::min(first_conv_a_end, e.start_us + e.duration_us);
-      if (e.op == "conv_c") first_conv_c_start = std::min(first_conv_c_start, e.start_us);
-    }
-    CHECK(first_conv_a_end <= first_conv_c_start);
   }
 }
 

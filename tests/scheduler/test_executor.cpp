@@ -342,6 +342,15 @@ class CheckingRequest : public Request {
   int64_t verified_errors_ = -1;
 };
 
+// Records the order its nodes ran in (single-threaded DSE tests).
+struct OrderRequest final : Request {
+  explicit OrderRequest(const TestGraph& g) : Request(g.view()) {}
+  void execute_node(int32_t node) noexcept override { order.push_back(node); }
+  void on_complete() noexcept override { ++completions; }
+  std::vector<int32_t> order;
+  int completions = 0;
+};
+
 }  // namespace
 
 TEST_CASE("Dse follows Algorithm 1: first readied child next, the others pushed as one batch") {
@@ -350,13 +359,6 @@ TEST_CASE("Dse follows Algorithm 1: first readied child next, the others pushed 
   // (FIFO, same depth); 3 readies 5 and runs it on its path.
   const TestGraph graph =
       build_graph("algorithm 1", 7, {{0, 1}, {0, 2}, {0, 3}, {1, 4}, {2, 5}, {3, 5}, {4, 6}});
-  struct OrderRequest final : Request {
-    explicit OrderRequest(const TestGraph& g) : Request(g.view()) {}
-    void execute_node(int32_t node) noexcept override { order.push_back(node); }
-    void on_complete() noexcept override { ++completions; }
-    std::vector<int32_t> order;
-    int completions = 0;
-  };
   OrderRequest request(graph);
   tessera::scheduler::ReadyPool pool(1);
   std::vector<int32_t> pushed_batches;
@@ -386,13 +388,6 @@ TEST_CASE("Dse data affinity: a child goes to the row of the worker that ran its
     CAPTURE(main);
     TestGraph graph = build_graph("affinity", 4, {{0, 3}, {1, 3}});
     graph.main_parents = {-1, -1, -1, main};
-    struct OrderRequest final : Request {
-      explicit OrderRequest(const TestGraph& g) : Request(g.view()) {}
-      void execute_node(int32_t node) noexcept override { order.push_back(node); }
-      void on_complete() noexcept override { ++completions; }
-      std::vector<int32_t> order;
-      int completions = 0;
-    };
     OrderRequest request(graph);
     tessera::scheduler::ReadyPool pool(2);
     int32_t pushed = 0;
@@ -432,13 +427,6 @@ TEST_CASE("Dse walk_into: a child marked 0 is queued behind the others, not walk
     CAPTURE(mark);
     TestGraph graph = build_graph("walk", 3, {{0, 1}, {0, 2}});
     if (mark) graph.walk_into = {1, 0, 1};
-    struct OrderRequest final : Request {
-      explicit OrderRequest(const TestGraph& g) : Request(g.view()) {}
-      void execute_node(int32_t node) noexcept override { order.push_back(node); }
-      void on_complete() noexcept override { ++completions; }
-      std::vector<int32_t> order;
-      int completions = 0;
-    };
     OrderRequest request(graph);
     tessera::scheduler::ReadyPool pool(1);
     tessera::scheduler::Dse dse(pool, 0);

@@ -145,10 +145,10 @@ void Dse::run_path(ReadyEntry head) {
 template <bool kExclusive>
 void Dse::run_path_impl(Request* request, int32_t node) {
   const std::atomic<int32_t>* idle_workers = options_.idle_workers;
-  // Loaded once per path: the loop below stores through `executed`, which the
+  // Loaded once per path: the loop below stores through `pending`, which the
   // compiler must otherwise assume may change them.
   const GraphView graph = request->graph();
-  std::atomic<int32_t>* const executed = request->executed_parents();
+  std::atomic<int32_t>* const pending = request->pending_parents();
   const int32_t* const main_parents = graph.main_parents;
   const uint8_t* const walk_into = graph.walk_into;
   int32_t* const ran_on = request->ran_on();  // non-null with main_parents
@@ -164,9 +164,8 @@ void Dse::run_path_impl(Request* request, int32_t node) {
     const int32_t edge_end = graph.child_offsets[node + 1];
     for (int32_t edge = graph.child_offsets[node]; edge < edge_end; ++edge) {  // line 14
       const int32_t child = graph.children[edge];
-      const bool ready =
-          kExclusive ? Request::parent_executed_exclusive(graph.parent_counts, executed, child)
-                     : Request::parent_executed(graph.parent_counts, executed, child);
+      const bool ready = kExclusive ? Request::parent_executed_exclusive(pending, child)
+                                    : Request::parent_executed(pending, child);
       if (!ready) continue;  // lines 15-16
       if (!kExclusive && main_parents) {
         // Data affinity: a child whose main input another worker wrote goes

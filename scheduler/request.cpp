@@ -2,18 +2,24 @@
 
 namespace tessera::scheduler {
 
-// make_unique<T[]> value-initialises, and since C++20 a value-initialised
-// std::atomic holds zero: every node starts with no executed parents.
 Request::Request(const GraphView& graph, int32_t priority)
     : graph_(graph),
       priority_(priority),
-      executed_parents_(graph.node_count > 0
-                            ? std::make_unique<std::atomic<int32_t>[]>(graph.node_count)
-                            : nullptr),
+      pending_parents_(graph.node_count > 0
+                           ? std::make_unique<std::atomic<int32_t>[]>(graph.node_count)
+                           : nullptr),
       ran_on_(graph.main_parents && graph.node_count > 0
                   ? std::make_unique_for_overwrite<int32_t[]>(graph.node_count)
                   : nullptr),
-      remaining_(graph.node_count) {}
+      remaining_(graph.node_count) {
+  // relaxed: the request is handed to the executor (submit) after this, and
+  // that hand-over orders these stores before any worker reads them. (A
+  // view without parent counts can be queued, never run: ready-pool tests.)
+  if (graph.parent_counts == nullptr) return;
+  for (int32_t node = 0; node < graph.node_count; ++node)
+    pending_parents_[static_cast<size_t>(node)].store(graph.parent_counts[node],
+                                                      std::memory_order_relaxed);
+}
 
 Request::~Request() = default;
 

@@ -1,7 +1,7 @@
 #pragma once
 // One execution of a tile graph. The scheduler knows nothing of models or
 // kernels: a Request says how to execute one node and what to do when all
-// nodes have run; the per-request executed-parents counters live here, not in
+// nodes have run; the per-request parent counters live here, not in
 // the model, so one model can run many requests at once (DESIGN.md, Scheduler).
 #include <atomic>
 #include <cstdint>
@@ -48,39 +48,40 @@ class Request {
   // Algorithm 1, lines 15-16: counts one executed parent of `child`; true when
   // that made the child ready (this caller is then its unique owner).
   bool mark_parent_executed(int32_t child) {
-    return parent_executed(graph_.parent_counts, executed_parents_.get(), child);
+    return parent_executed(pending_parents_.get(), child);
   }
-  // The same with the arrays passed in: the DSE's hot loop loads them once per
-  // path instead of once per child (a store through `executed` could alias
-  // the request's fields, so the compiler would reload them).
-  static bool parent_executed(const int32_t* parent_counts, std::atomic<int32_t>* executed,
-                              int32_t child) {
-    // A single parent needs no count: its one caller is the owner (chains and
-    // element-wise tiles skip the shared atomic).
-    const int32_t parent_count = parent_counts[child];
-    if (parent_count == 1) return true;
-    // acq_rel: every parent's writes must be visible to whoever runs the child
-    // (release from each parent, acquire by the last one).
-    return executed[child].fetch_add(1, std::memory_order_acq_rel) + 1 == parent_count;
+  // The same with the counters passed in: the DSE's hot loop loads them once
+  // per path instead of once per child (a store through them could alias the
+  // request's fields, so the compiler would reload them).
+  //
+  // Each node's counter starts at its parent count and counts down. A parent
+  // that reads 1 is the last one: every other parent has counted, and no one
+  // will touch the counter again, so it owns the child without a locked
+  // read-modify-write. That covers single-parent nodes (chains, element-wise
+  // tiles) and the last of several parents, half the counts of a 2-parent
+  // node; and the node's parent count is not read at all.
+  static bool parent_executed(std::atomic<int32_t>* pending, int32_t child) {
+    // acquire: reading 1 means reading the last of the other parents'
+    // fetch_sub (release), whose writes then happen before the child runs.
+    if (pending[child].load(std::memory_order_acquire) == 1) return true;
+    return pending[child].fetch_sub(1, std::memory_order_acq_rel) == 1;
   }
   // The same for a caller that knows no other thread counts this request's
   // parents meanwhile (the executor's single-worker mode, dse.hpp): a plain
   // load and store instead of a locked read-modify-write.
   bool mark_parent_executed_exclusive(int32_t child) {
-    return parent_executed_exclusive(graph_.parent_counts, executed_parents_.get(), child);
+    return parent_executed_exclusive(pending_parents_.get(), child);
   }
-  static bool parent_executed_exclusive(const int32_t* parent_counts,
-                                        std::atomic<int32_t>* executed, int32_t child) {
-    const int32_t parent_count = parent_counts[child];
-    if (parent_count == 1) return true;
+  static bool parent_executed_exclusive(std::atomic<int32_t>* pending, int32_t child) {
     // relaxed: exclusive by contract; the hand-over to multi-worker mode
-    // orders these stores before any later fetch_add (dse.hpp).
-    const int32_t now = executed[child].load(std::memory_order_relaxed) + 1;
-    executed[child].store(now, std::memory_order_relaxed);
-    return now == parent_count;
+    // orders these stores before any later fetch_sub (dse.hpp).
+    const int32_t left = pending[child].load(std::memory_order_relaxed);
+    if (left == 1) return true;
+    pending[child].store(left - 1, std::memory_order_relaxed);
+    return false;
   }
-  // The executed-parents counters, one per node (for the DSE's hot loop).
-  std::atomic<int32_t>* executed_parents() { return executed_parents_.get(); }
+  // The parents-still-to-run counters, one per node (for the DSE's hot loop).
+  std::atomic<int32_t>* pending_parents() { return pending_parents_.get(); }
   // The pool row of the worker that ran each node, when the graph has
   // main_parents (else null). Written by that worker before it counts the
   // node's children's parents (release), read by whoever readied a child
@@ -98,7 +99,7 @@ class Request {
  private:
   GraphView graph_;
   int32_t priority_;
-  std::unique_ptr<std::atomic<int32_t>[]> executed_parents_;
+  std::unique_ptr<std::atomic<int32_t>[]> pending_parents_;  // see parent_executed()
   std::unique_ptr<int32_t[]> ran_on_;
   // Own cache line: DSEs decrement it while others read the fields above on
   // every node.

@@ -126,6 +126,8 @@ def main():
       worst = max(worst, float(np.max(np.abs(got - ref))) / (1e-4 * (1 + float(np.max(np.abs(ref))))))
     print(f"# {tag}: outputs vs ORT: worst error {worst:.3f} of the conformance tolerance; "
           f"{summarise_kernels(parse_compile_report(report))}")
+    # No ORT session (its thread pool, its GBs of tensors) stays alive while Tessera is timed.
+    del sess
 
     for threads in args.threads:
       ours = tessera_median_ms(args.tessera, tess, input_args, threads, args.iterations,

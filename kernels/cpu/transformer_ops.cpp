@@ -124,6 +124,10 @@ void softmax(const TileArgs& args) {
     int64_t cached_row = -1;
     SoftmaxStats stats;
     for_each_row_span(region, shape, axis, [&](int64_t row_start, int64_t offset, int64_t length) {
+      if (offset == row_start && length == row_length) {  // the tile holds the whole row
+        ops.softmax_row(x + row_start, y + row_start, row_length);
+        return;
+      }
       if (row_start != cached_row) {
         stats = ops.softmax_stats(x + row_start, row_length);
         cached_row = row_start;

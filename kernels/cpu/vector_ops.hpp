@@ -61,6 +61,9 @@ struct VectorOps {
   SoftmaxStats (*softmax_stats)(const float* x, int64_t n);
   // y[i] = exp(x[i] - max) / sum for i < n.
   void (*softmax_scale)(const float* x, float* y, int64_t n, SoftmaxStats stats);
+  // The whole row at once: softmax_stats then softmax_scale, the same bits,
+  // but each exp computed once (kept in y between the passes); y may be x.
+  void (*softmax_row)(const float* x, float* y, int64_t n);
   // Mean and variance in float, two passes (the variance around the mean), n >= 1.
   LayerNormStats (*layer_norm_stats)(const float* x, int64_t n, float epsilon);
   // y[i] = ((x[i] - pivot) - mean_delta) * inv_std * scale[i] + bias[i] (bias may be null).

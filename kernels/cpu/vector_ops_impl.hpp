@@ -109,10 +109,11 @@ void unary_span(UnaryMath op, const float* x, float* y, int64_t n, UnaryMathPara
 
 // Folds f(x[0, n)) into kPartials lanes with combine(acc, f(v)): element i
 // into lane i mod 16. In the tail, lanes past n get `neutral` (an identity of
-// combine) instead of f's value. The lanes land in `lanes`.
+// combine) instead of f's value. The lanes land in `lanes`. With `out`,
+// f's values are stored there too (out may be x).
 template <class B, class F, class Combine>
 inline void fold_row(const float* x, int64_t n, B init, float neutral, F&& f, Combine&& combine,
-                     float* lanes) {
+                     float* lanes, float* out = nullptr) {
   constexpr int64_t W = static_cast<int64_t>(B::size);
   constexpr int64_t G = kPartials / W;
   static_assert(G * W == kPartials, "the vector width divides 16");
@@ -120,7 +121,11 @@ inline void fold_row(const float* x, int64_t n, B init, float neutral, F&& f, Co
   for (int64_t g = 0; g < G; ++g) acc[g] = init;
   int64_t i = 0;
   for (; i + kPartials <= n; i += kPartials)
-    for (int64_t g = 0; g < G; ++g) acc[g] = combine(acc[g], f(B::load_unaligned(x + i + g * W)));
+    for (int64_t g = 0; g < G; ++g) {
+      const B v = f(B::load_unaligned(x + i + g * W));
+      if (out) v.store_unaligned(out + i + g * W);
+      acc[g] = combine(acc[g], v);
+    }
   if (i < n) {
     const int64_t tail = n - i;
     alignas(64) float buffer[kPartials];
@@ -128,6 +133,7 @@ inline void fold_row(const float* x, int64_t n, B init, float neutral, F&& f, Co
     std::memcpy(buffer, x + i, static_cast<size_t>(tail) * sizeof(float));
     for (int64_t g = 0; g < G; ++g)
       f(B::load_unaligned(buffer + g * W)).store_unaligned(buffer + g * W);
+    if (out) std::memcpy(out + i, buffer, static_cast<size_t>(tail) * sizeof(float));
     std::fill(buffer + tail, buffer + kPartials, neutral);
     for (int64_t g = 0; g < G; ++g) acc[g] = combine(acc[g], B::load_unaligned(buffer + g * W));
   }
@@ -141,8 +147,9 @@ inline float sum_lanes(float* lanes) {
   return lanes[0];
 }
 
+// Softmax statistics of x[0, n); with `exps`, exp(x - max) is kept there.
 template <class A>
-SoftmaxStats softmax_stats(const float* x, int64_t n) {
+SoftmaxStats softmax_stats_into(const float* x, int64_t n, float* exps) {
   using B = xsimd::batch<float, A>;
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   alignas(64) float lanes[kPartials];
@@ -155,8 +162,13 @@ SoftmaxStats softmax_stats(const float* x, int64_t n) {
   const B bmax(max);
   fold_row<B>(
       x, n, B(0.0f), 0.0f, [&](B v) { return exp_approx(v - bmax); },
-      [](B s, B v) { return s + v; }, lanes);
+      [](B s, B v) { return s + v; }, lanes, exps);
   return {max, sum_lanes(lanes)};
+}
+
+template <class A>
+SoftmaxStats softmax_stats(const float* x, int64_t n) {
+  return softmax_stats_into<A>(x, n, nullptr);
 }
 
 template <class A>
@@ -164,6 +176,13 @@ void softmax_scale(const float* x, float* y, int64_t n, SoftmaxStats stats) {
   using B = xsimd::batch<float, A>;
   const B max(stats.max), sum(stats.sum);
   map_span<B>(x, y, n, 0.0f, [&](B v) { return exp_approx(v - max) / sum; });
+}
+
+template <class A>
+void softmax_row(const float* x, float* y, int64_t n) {
+  using B = xsimd::batch<float, A>;
+  const B sum(softmax_stats_into<A>(x, n, y).sum);
+  map_span<B>(y, y, n, 0.0f, [&](B e) { return e / sum; });
 }
 
 template <class A>
@@ -210,8 +229,8 @@ void layer_norm_apply(const float* x, const float* scale, const float* bias, flo
 
 template <class A>
 constexpr VectorOps make_vector_ops() {
-  return {unary_span<A>, softmax_stats<A>, softmax_scale<A>, layer_norm_stats<A>,
-          layer_norm_apply<A>};
+  return {unary_span<A>,  softmax_stats<A>,    softmax_scale<A>,
+          softmax_row<A>, layer_norm_stats<A>, layer_norm_apply<A>};
 }
 
 }  // namespace

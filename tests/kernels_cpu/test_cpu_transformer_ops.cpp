@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -556,6 +557,31 @@ TEST_CASE("cpu.softmax vs the reference on any axis, opset 13 and coerce_2d") {
   const ConstTensorView views[] = {{nullptr, &scalar}};
   REQUIRE(cpu::softmax_applies(op, views));
   CHECK(cpu::softmax_applies(op, views)->find("uses the reference") != std::string::npos);
+}
+
+TEST_CASE("softmax_row gives softmax_stats + softmax_scale's bits, in place too, on every ISA") {
+  // cpu.softmax runs a tile that holds whole rows through softmax_row (each
+  // exp once, kept in y); partial rows through the two-pass functions.
+  const uint64_t seed = base_seed();
+  std::mt19937_64 rng(seed * 7919 + 3);
+  IsaGuard guard;
+  for (cpu::GemmIsa isa : supported_isas()) {
+    INFO("ISA ", cpu::gemm_isa_name(isa), " seed ", seed);
+    cpu::set_gemm_isa(isa);
+    const cpu::VectorOps& ops = cpu::vector_ops();
+    for (const int64_t n : {1, 2, 7, 15, 16, 17, 31, 33, 97, 128, 1024, 1031}) {
+      CAPTURE(n);
+      const std::vector<float> x =
+          random_values(Shape{n}, rng, rng() % 4 == 0, pick(rng, {4.0f, 30.0f}));
+      std::vector<float> two_pass(static_cast<size_t>(n)), one_pass(static_cast<size_t>(n));
+      ops.softmax_scale(x.data(), two_pass.data(), n, ops.softmax_stats(x.data(), n));
+      ops.softmax_row(x.data(), one_pass.data(), n);
+      CHECK(std::memcmp(one_pass.data(), two_pass.data(), one_pass.size() * sizeof(float)) == 0);
+      std::vector<float> in_place = x;
+      ops.softmax_row(in_place.data(), in_place.data(), n);
+      CHECK(std::memcmp(in_place.data(), two_pass.data(), in_place.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 TEST_CASE("cpu.layer_norm vs the reference (double sums): any axis, with and without B") {

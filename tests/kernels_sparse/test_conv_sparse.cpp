@@ -69,6 +69,23 @@ std::string describe(const ConvSpec& s) {
   return o.str();
 }
 
+// A 3x3 conv with pad 1 (Table II's commonest form), stride `stride`.
+ConvSpec padded_3x3(int64_t channels, int64_t out_channels, int64_t in_h, int64_t in_w,
+                    int64_t stride = 1) {
+  return {.channels = channels,
+          .out_channels = out_channels,
+          .in_h = in_h,
+          .in_w = in_w,
+          .k_h = 3,
+          .k_w = 3,
+          .stride_h = stride,
+          .stride_w = stride,
+          .pad_top = 1,
+          .pad_left = 1,
+          .pad_bottom = 1,
+          .pad_right = 1};
+}
+
 struct ConvCase {
   graph::Operator op;
   std::vector<Shape> shapes;  // X, W, [B], [R]
@@ -220,6 +237,21 @@ Activation random_activation(std::mt19937_64& rng) {
                     Activation::Gelu, Activation::Silu});
 }
 
+// `base` as case v of 3 (no bias; bias; bias and a residual) with a random
+// batch, activation, weight density (one of `densities`) and share of empty
+// output channels.
+ConvSpec variant_of(const ConvSpec& base, int v, std::mt19937_64& rng,
+                    std::initializer_list<double> densities) {
+  ConvSpec s = base;
+  s.batch = pick<int64_t>(rng, {1, 2});
+  s.bias = v != 0;
+  s.residual = v == 2;
+  s.activation = random_activation(rng);
+  s.density = pick(rng, densities);
+  s.empty_channels = pick(rng, {0.0, 0.25});
+  return s;
+}
+
 ConvSpec random_spec(std::mt19937_64& rng) {
   ConvSpec s;
   s.one_d = rng() % 6 == 0;
@@ -265,50 +297,15 @@ TEST_CASE("cpu.conv_sparse: SparDR's layer forms, with several chunks per tile")
   // sizes where L of a whole tile exceeds one chunk (64 channels × 3 taps ×
   // 41 columns: chunks of ~31 rows), odd and prime sizes, every layout mix.
   const ConvSpec forms[] = {
-      {.channels = 64,
-       .out_channels = 19,
-       .in_h = 47,
-       .in_w = 41,
-       .k_h = 3,
-       .k_w = 3,
-       .pad_top = 1,
-       .pad_left = 1,
-       .pad_bottom = 1,
-       .pad_right = 1},
-      {.channels = 64,
-       .out_channels = 23,
-       .in_h = 57,
-       .in_w = 41,
-       .k_h = 3,
-       .k_w = 3,
-       .stride_h = 2,
-       .stride_w = 2,
-       .pad_top = 1,
-       .pad_left = 1,
-       .pad_bottom = 1,
-       .pad_right = 1},
+      padded_3x3(64, 19, 47, 41),
+      padded_3x3(64, 23, 57, 41, /*stride=*/2),
       {.channels = 131, .out_channels = 37, .in_h = 29, .in_w = 31},
       {.channels = 131, .out_channels = 37, .in_h = 29, .in_w = 31, .stride_h = 2, .stride_w = 2},
-      {.channels = 11,
-       .out_channels = 7,
-       .in_h = 1,
-       .in_w = 1,
-       .k_h = 3,
-       .k_w = 3,
-       .pad_top = 1,
-       .pad_left = 1,
-       .pad_bottom = 1,
-       .pad_right = 1},
+      padded_3x3(11, 7, 1, 1),
   };
   for (const ConvSpec& base : forms)
     for (int v = 0; v < 3; ++v) {
-      ConvSpec s = base;
-      s.batch = pick<int64_t>(rng, {1, 2});
-      s.bias = v != 0;
-      s.residual = v == 2;
-      s.activation = random_activation(rng);
-      s.density = pick(rng, {0.0, 0.05, 0.17});
-      s.empty_channels = pick(rng, {0.0, 0.25});
+      ConvSpec s = variant_of(base, v, rng, {0.0, 0.05, 0.17});
       s.x_layout = random_layout(rng);
       s.y_layout = random_layout(rng);
       s.r_layout = random_layout(rng);
@@ -324,16 +321,7 @@ TEST_CASE("cpu.conv_sparse: the NHWC implicit-GEMM routes, with several chunks p
   // (131 channels x 3 taps x 43 grid columns: several chunks of rows);
   // the rest (strides, dilation_w 2, a residual) builds patch rows (K =
   // 1179: 64-pixel chunks).
-  ConvSpec three{.channels = 131,
-                 .out_channels = 19,
-                 .in_h = 47,
-                 .in_w = 41,
-                 .k_h = 3,
-                 .k_w = 3,
-                 .pad_top = 1,
-                 .pad_left = 1,
-                 .pad_bottom = 1,
-                 .pad_right = 1};
+  const ConvSpec three = padded_3x3(131, 19, 47, 41);
   ConvSpec dilated_h = three, dilated_w = three, strided = three, uneven = three;
   dilated_h.dilation_h = 2;
   dilated_w.dilation_w = 2;
@@ -355,13 +343,7 @@ TEST_CASE("cpu.conv_sparse: the NHWC implicit-GEMM routes, with several chunks p
   for (const ConvSpec& base : {three, dilated_h, dilated_w, strided, uneven, pointwise,
                                pointwise_strided, pointwise_padded, single})
     for (int v = 0; v < 3; ++v) {
-      ConvSpec s = base;
-      s.batch = pick<int64_t>(rng, {1, 2});
-      s.bias = v != 0;
-      s.residual = v == 2;
-      s.activation = random_activation(rng);
-      s.density = pick(rng, {0.05, 0.17, 0.6});
-      s.empty_channels = pick(rng, {0.0, 0.25});
+      ConvSpec s = variant_of(base, v, rng, {0.05, 0.17, 0.6});
       s.x_layout = s.y_layout = s.r_layout = Layout::NHWC;
       check_conv(s, seed++);
     }
@@ -392,16 +374,7 @@ void check_reason(const std::optional<std::string>& why, const std::string& part
 }
 
 TEST_CASE("cpu.conv_sparse applies below its density crossover and says why not otherwise") {
-  ConvSpec s{.channels = 32,
-             .out_channels = 32,
-             .in_h = 14,
-             .in_w = 14,
-             .k_h = 3,
-             .k_w = 3,
-             .pad_top = 1,
-             .pad_left = 1,
-             .pad_bottom = 1,
-             .pad_right = 1};
+  ConvSpec s = padded_3x3(32, 32, 14, 14);
   s.density = 1.0;
   check_reason(applies(s), "density 100.0%");
   s.density = 0.6;

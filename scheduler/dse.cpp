@@ -108,6 +108,16 @@ bool Dse::run_next_path() {
   return true;
 }
 
+template <bool kExclusive>
+inline bool Dse::go_on_from_cache(const Request* request) const {
+  if (cache_size_ == 0 || cache_[static_cast<size_t>(cache_head_)].request != request) return false;
+  if (pool_.urgent_pending()) return false;  // line 9 would pop the pool first
+  // relaxed, as at a path start (run_path): a late sight delays by one node.
+  if (options_.leave && options_.leave->load(std::memory_order_relaxed)) return false;
+  if (kExclusive && !options_.exclusive->load(std::memory_order_relaxed)) return false;
+  return true;
+}
+
 void Dse::leave_exclusive() {
   if (!exclusive_entered_) return;
   exclusive_entered_ = false;
@@ -192,7 +202,12 @@ void Dse::run_path_impl(Request* request, int32_t node) {
       next = -1;
     }
     if (!batch_.empty()) push_batch();
-    if (next < 0) return;  // dead end: back to line 9
+    if (next < 0) {
+      // Dead end: back to line 9, here without leaving the loop when the
+      // cache's oldest entry may simply run next (see dse.hpp).
+      if (!go_on_from_cache<kExclusive>(request)) return;
+      next = cache_pop().node;
+    }
     node = next;
   }
 }

@@ -29,6 +29,13 @@
 // goes to the cache like the other children, so the op's ready tiles run one
 // after another while its weights are in cache.
 //
+// Going on from the cache. At a dead end the DSE takes the next head from its
+// local cache inside the same loop when it is of the same request, nothing
+// more urgent is queued and no hand-over or exit is pending: the state a new
+// path would set up (request, counters, exclusive mode) is already right, and
+// on a graph of cheap nodes that set-up cost as much as the nodes (paths of
+// a random two-parent DAG are about two nodes long).
+//
 // Priority (ASPEN §3.3 policy, request priority): while entries of a band
 // above the default are queued in the pool (ReadyPool::urgent_pending), a DSE
 // running default- or low-priority work stops after the current node, parks
@@ -62,6 +69,9 @@ struct DseOptions {
   // parents with plain loads and stores (Request::mark_parent_executed_exclusive).
   // May be null (always atomic).
   const std::atomic<bool>* exclusive = nullptr;
+  // Set when this DSE's worker is to leave (the executor's retire flag): a
+  // path that goes on from the local cache stops at the next node. May be null.
+  const std::atomic<bool>* leave = nullptr;
 };
 
 class Dse {
@@ -110,6 +120,8 @@ class Dse {
   void send_to_row(int32_t row, ReadyEntry entry);
   void switch_request(Request* request);
   ReadyEntry cache_pop();
+  template <bool kExclusive>
+  bool go_on_from_cache(const Request* request) const;
   template <bool kExclusive>
   void run_path_impl(Request* request, int32_t node);
 

@@ -136,7 +136,7 @@ struct Executor::Impl {
         : dse(impl.pool, slot,
               DseHooks{[&impl](int32_t count) { impl.wake(count); },
                        [&impl] { impl.finish_request(); }},
-              DseOptions{impl.dse_cache_capacity, &impl.idle_workers, &impl.exclusive}),
+              DseOptions{impl.dse_cache_capacity, &impl.idle_workers, &impl.exclusive, &retire}),
           affinity(std::move(affinity_cpus)) {}
     Dse dse;
     CpuList affinity;  // empty: leave the thread's affinity alone

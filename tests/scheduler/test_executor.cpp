@@ -422,7 +422,8 @@ TEST_CASE("Dse data affinity: a child goes to the row of the worker that ran its
 
 TEST_CASE("Dse walk_into: a child marked 0 is queued behind the others, not walked into") {
   // 0 -> {1, 2}: Algorithm 1 walks into 1 (the first readied child); with
-  // walk_into[1] = 0 it walks into 2 and runs 1 from its local cache after.
+  // walk_into[1] = 0 it walks into 2 and runs 1 from its local cache after
+  // (going on from the cache in the same call: nothing else is waiting).
   for (const bool mark : {false, true}) {
     CAPTURE(mark);
     TestGraph graph = build_graph("walk", 3, {{0, 1}, {0, 2}});
@@ -431,11 +432,56 @@ TEST_CASE("Dse walk_into: a child marked 0 is queued behind the others, not walk
     tessera::scheduler::ReadyPool pool(1);
     tessera::scheduler::Dse dse(pool, 0);
     dse.run_path({&request, 0});
-    CHECK(dse.cached() == 1);
-    CHECK(dse.run_next_path());
+    CHECK(dse.cached() == 0);
     CHECK(request.order == (mark ? std::vector<int32_t>{0, 2, 1} : std::vector<int32_t>{0, 1, 2}));
+    CHECK_FALSE(dse.run_next_path());
     CHECK(request.completions == 1);
   }
+}
+
+TEST_CASE("Dse goes on from its cache only for the same request, with no leave or urgent work") {
+  // 0 -> {1, 2} with 1 not walked into: after 0 and 2 the path may go on
+  // with 1 from the cache. It must not when the worker is to leave, nor into
+  // another request's cached node, nor while higher-priority work is queued.
+  TestGraph fork = build_graph("fork", 3, {{0, 1}, {0, 2}});
+  fork.walk_into = {1, 0, 1};
+  const TestGraph single = build_graph("single", 1, {});
+  tessera::scheduler::ReadyPool pool(1);
+  std::atomic<bool> leave{true};
+  tessera::scheduler::DseOptions options;
+  options.leave = &leave;
+  tessera::scheduler::Dse dse(pool, 0, {}, options);
+
+  OrderRequest first(fork);
+  dse.run_path({&first, 0});  // leave set: stops after the walked path
+  CHECK(first.order == std::vector<int32_t>{0, 2});
+  CHECK(dse.cached() == 1);
+  leave.store(false);
+
+  OrderRequest other(single);
+  dse.run_path({&other, 0});  // the cached node is the first request's
+  CHECK(other.order == std::vector<int32_t>{0});
+  CHECK(dse.cached() == 1);
+
+  struct UrgentRequest final : Request {
+    explicit UrgentRequest(const TestGraph& g) : Request(g.view(), 3) {}
+    void execute_node(int32_t) noexcept override {}
+    void on_complete() noexcept override {}
+  };
+  UrgentRequest urgent(single);
+  pool.push(0, {&urgent, 0});
+  REQUIRE(pool.urgent_pending());
+  OrderRequest third(single);
+  dse.run_path({&third, 0});  // urgent work queued: back to the pool first
+  CHECK(dse.cached() == 1);
+  CHECK(pool.pop(0).has_value());  // the urgent entry
+  CHECK(dse.run_next_path());      // the first request's node 1, from the cache
+  CHECK(first.order == std::vector<int32_t>{0, 2, 1});
+  CHECK(dse.cached() == 0);
+  dse.flush_completed();
+  CHECK(first.completions == 1);
+  CHECK(other.completions == 1);
+  CHECK(third.completions == 1);
 }
 
 TEST_CASE("random DAGs on 1..8 threads: every node once, after its parents") {
@@ -695,10 +741,13 @@ TEST_CASE("Dse local cache: extra children stay local until it is full or a work
   CheckingRequest request(graph, harness);
   tessera::scheduler::ReadyPool pool(1);
   std::atomic<int32_t> idle{0};
+  // Set: each call ends at its path's dead end instead of going on from the
+  // cache, so the cache's contents can be checked between calls.
+  std::atomic<bool> leave{true};
   std::vector<int32_t> pushed_batches;
   tessera::scheduler::Dse dse(pool, 0,
                               {[&](int32_t count) { pushed_batches.push_back(count); }, {}},
-                              tessera::scheduler::DseOptions{4, &idle});
+                              tessera::scheduler::DseOptions{4, &idle, nullptr, &leave});
   pool.push(0, {&request, 0});
   CHECK(dse.run_next_path());                        // 0, then 1
   CHECK(pushed_batches == std::vector<int32_t>{6});  // 2,3 + 4,5 + 6,7 spilled as one batch

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Co-execution of two different models in one engine vs one after the other
 (ASPEN §5), for the dataflow executor and the operator-with-barriers baseline,
-in the same run. Model A is the demo CNN (scripts/make_demo_model.py), model B
-a small MLP (256 -> 512 -> 512 -> 10, ReLU); both get random weights and
-inputs. The driver is bench/e2e/coexec.cpp (target bench_coexec).
+in the same run. By default model A is the demo CNN (scripts/make_demo_model.py)
+and model B a small MLP (256 -> 512 -> 512 -> 10, ReLU), both tiny, so the
+figure is mostly scheduling; --models A.onnx B.onnx co-executes two real
+models instead (e.g. MobileNetV2 and ResNet-50 from make_cnn_models.py).
+Inputs are random. The driver is bench/e2e/coexec.cpp (target bench_coexec).
 
   .venv/bin/python bench/e2e/coexec.py [--threads 1 2] [--iterations 20] [--rounds 3] \\
+      [--models A.onnx B.onnx] \\
       [--build build]      # the build folder holding bin/tessera and bin/bench_coexec
 """
 import argparse
@@ -50,6 +53,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--models", nargs=2, metavar=("A.onnx", "B.onnx"),
+                    help="co-execute these two models instead of the demo CNN and the MLP")
     args = ap.parse_args()
     tessera = os.path.join(args.build, "bin", "tessera")
     driver = os.path.join(args.build, "bin", "bench_coexec")
@@ -57,15 +62,22 @@ def main():
         if not os.access(exe, os.X_OK):
             sys.exit(f"error: {exe} is missing (build the targets tessera and bench_coexec)")
     work = tempfile.mkdtemp(prefix="tessera_coexec_")
-    cnn, mlp = os.path.join(work, "demo_cnn.onnx"), os.path.join(work, "mlp.onnx")
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_demo_model.py"),
-                    "--output", cnn, "--input-npy", os.path.join(work, "unused.npy")],
-                   check=True, stdout=subprocess.DEVNULL)
-    make_mlp(mlp)
+    if args.models:
+        for path in args.models:
+            if not os.path.isfile(path):
+                sys.exit(f"error: model {path} not found")
+        models = list(args.models)
+    else:
+        models = [os.path.join(work, "demo_cnn.onnx"), os.path.join(work, "mlp.onnx")]
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_demo_model.py"),
+                        "--output", models[0], "--input-npy", os.path.join(work, "unused.npy")],
+                       check=True, stdout=subprocess.DEVNULL)
+        make_mlp(models[1])
     for t in args.threads:
         compiled = []
-        for onnx_path in (cnn, mlp):
-            tess = onnx_path.replace(".onnx", f"_t{t}.tess")
+        for i, onnx_path in enumerate(models):
+            stem = os.path.splitext(os.path.basename(onnx_path))[0]
+            tess = os.path.join(work, f"{i}_{stem}_t{t}.tess")
             subprocess.run([tessera, "compile", onnx_path, "-o", tess, "--threads", str(t), "-q"],
                            check=True)
             compiled.append(tess)

@@ -23,11 +23,11 @@ Result<Outputs> RunHandle::wait() const {
 }
 
 Result<Outputs> Session::run(const Inputs& inputs) {
-  return run_async(inputs, RunOptions{}).wait();
+  return run(inputs, RunOptions{});
 }
 
 Result<Outputs> Session::run(const Inputs& inputs, const RunOptions& options) {
-  return run_async(inputs, options).wait();
+  return detail::start_run(model_, inputs, options, {})->wait_and_take();
 }
 
 RunHandle Session::run_async(const Inputs& inputs,

@@ -33,6 +33,12 @@ class RunRequest final : public scheduler::Request {
         trace_(options.trace ? std::make_unique<RawTileEvent[]>(model_->graph.nodes.size())
                              : nullptr),
         start_(std::chrono::steady_clock::now()) {
+    if (options.reuse_outputs) {
+      recycled_ = std::move(options.reuse_outputs->tensors);
+      options.reuse_outputs->tensors.clear();  // moved-from: make "left empty" certain
+      options.reuse_outputs->profile.clear();
+      options.reuse_outputs->trace.clear();
+    }
     // Operand views are fixed for the whole run: resolve them once, not per node.
     views_.reserve(model_->operands.size());
     for (const auto& p : model_->operands) {
@@ -127,13 +133,24 @@ class RunRequest final : public scheduler::Request {
       return;
     }
     try {
-      for (int32_t t : model_->graph.outputs) {
-        const auto& tensor = model_->graph.tensors[t];
+      for (size_t i = 0; i < model_->graph.outputs.size(); ++i) {
+        const auto& tensor = model_->graph.tensors[model_->graph.outputs[i]];
         const auto* src = reinterpret_cast<const float*>(arena_.get() + tensor.arena_offset);
-        outputs.tensors.push_back(
-            Tensor{tensor.name, tensor.shape,
-                   std::vector<float>(src, src + graph::shape_numel(tensor.shape))});
+        const int64_t count = graph::shape_numel(tensor.shape);
+        // The recycled tensor in the same position (same model: same output),
+        // if its storage holds this output without growing.
+        if (i < recycled_.size() && recycled_[i].data.capacity() >= static_cast<size_t>(count)) {
+          Tensor reused = std::move(recycled_[i]);
+          reused.name = tensor.name;
+          reused.shape = tensor.shape;
+          reused.data.assign(src, src + count);
+          outputs.tensors.push_back(std::move(reused));
+        } else {
+          outputs.tensors.push_back(
+              Tensor{tensor.name, tensor.shape, std::vector<float>(src, src + count)});
+        }
       }
+      recycled_.clear();
       if (op_ns_) outputs.profile = profile();
       if (trace_) outputs.trace = trace();
       run_->finish(std::move(outputs));
@@ -156,6 +173,7 @@ class RunRequest final : public scheduler::Request {
   EngineState* engine_;
   std::shared_ptr<RunState> run_;
   ArenaPool::Arena arena_;
+  std::vector<Tensor> recycled_;  // RunOptions::reuse_outputs, until the outputs are copied
   std::vector<kernels::ConstTensorView> views_;
   std::atomic<bool> failed_{false};
   std::string failure_;  // written once, by the thread that set failed_
@@ -212,6 +230,12 @@ void RunState::finish(Result<Outputs> r) {
   }
   done.notify_all();
   if (callback) callback(*result);  // result is never written again once set
+}
+
+Result<Outputs> RunState::wait_and_take() {
+  std::unique_lock lock(mutex);
+  done.wait(lock, [&] { return result.has_value(); });
+  return std::move(*result);
 }
 
 std::shared_ptr<RunState> start_run(const std::shared_ptr<ModelState>& model, const Inputs& inputs,

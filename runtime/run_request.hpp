@@ -19,6 +19,11 @@ struct RunState {
   std::function<void(const Result<Outputs>&)> on_done;
 
   void finish(Result<Outputs> r);
+  // Waits for the result and moves it out, for Session::run: its state has
+  // no callback and no handle, so nobody else reads the result, and a copy
+  // of large outputs (GPT-2's logits: 206 MB) would cost a fresh allocation,
+  // its page faults and a memcpy.
+  Result<Outputs> wait_and_take();
 };
 
 // Checks `inputs` against the model and starts a run on the engine. Never

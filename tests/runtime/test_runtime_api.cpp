@@ -133,6 +133,49 @@ TEST_CASE("a model runs and matches a naive computation, for every thread and ti
   }
 }
 
+TEST_CASE("reuse_outputs: a run writes its outputs into an earlier run's storage") {
+  const auto dir = temp_dir("tessera_runtime_test_");
+  ResidualModel m(dir, 2, 12);
+  const auto input_a = random_values(static_cast<size_t>(m.c * m.h * m.w), 5);
+  const auto input_b = random_values(static_cast<size_t>(m.c * m.h * m.w), 6);
+  const std::vector<int64_t> shape{1, m.c, m.h, m.w};
+  tessera::Engine engine({.threads = 2});
+  auto model = engine.load(m.path);
+  REQUIRE(model.ok());
+  auto session = model->session();
+
+  auto first = session.run({{"x", {input_a.data(), shape}}});
+  REQUIRE(first.ok());
+  tessera::Outputs previous = std::move(first).value();
+  const float* storage = previous.tensors.at(0).data.data();
+  auto second = session.run({{"x", {input_b.data(), shape}}},
+                            tessera::RunOptions{.reuse_outputs = &previous});
+  REQUIRE(second.ok());
+  CHECK(previous.tensors.empty());  // taken over
+  const tessera::Tensor* y = second->find("y");
+  REQUIRE(y != nullptr);
+  CHECK(y->shape == shape);
+  CHECK(y->data.data() == storage);  // written in place, not reallocated
+  check_close(y->data, m.expected(input_b));
+
+  // Storage too small for the output (or no tensor at that position) is
+  // not used: the run allocates, and the result is the same.
+  tessera::Outputs small;
+  small.tensors.push_back({"y", {1}, std::vector<float>(1, 42.0f)});
+  small.profile.push_back({});
+  auto third =
+      session.run({{"x", {input_a.data(), shape}}}, tessera::RunOptions{.reuse_outputs = &small});
+  REQUIRE(third.ok());
+  CHECK(small.tensors.empty());
+  CHECK(small.profile.empty());
+  check_close(third->find("y")->data, m.expected(input_a));
+  tessera::Outputs none;
+  auto fourth =
+      session.run({{"x", {input_b.data(), shape}}}, tessera::RunOptions{.reuse_outputs = &none});
+  REQUIRE(fourth.ok());
+  check_close(fourth->find("y")->data, m.expected(input_b));
+}
+
 TEST_CASE("bad inputs are errors naming the input, and the session keeps serving") {
   const auto dir = temp_dir("tessera_runtime_test_");
   ResidualModel m(dir, 2, 5);

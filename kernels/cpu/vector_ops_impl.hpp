@@ -161,7 +161,7 @@ SoftmaxStats softmax_stats_into(const float* x, int64_t n, float* exps) {
   for (float v : lanes) max = max < v ? v : max;
   const B bmax(max);
   fold_row<B>(
-      x, n, B(0.0f), 0.0f, [&](B v) { return exp_approx(v - bmax); },
+      x, n, B(0.0f), 0.0f, [&](B v) { return exp_approx_or_zero(v - bmax); },
       [](B s, B v) { return s + v; }, lanes, exps);
   return {max, sum_lanes(lanes)};
 }
@@ -175,7 +175,7 @@ template <class A>
 void softmax_scale(const float* x, float* y, int64_t n, SoftmaxStats stats) {
   using B = xsimd::batch<float, A>;
   const B max(stats.max), sum(stats.sum);
-  map_span<B>(x, y, n, 0.0f, [&](B v) { return exp_approx(v - max) / sum; });
+  map_span<B>(x, y, n, 0.0f, [&](B v) { return exp_approx_or_zero(v - max) / sum; });
 }
 
 template <class A>

@@ -521,6 +521,16 @@ TEST_CASE("cpu.pow: constant exponents 2 and 3 within 2 ulp of std::pow; others 
   CHECK(cpu::pow_applies(op, activation));
 }
 
+// Two exps within 2^-21 each; sums of n positive terms (the reference's
+// sequential, ours in 16 lanes) within (n + 4) u each; the division. And
+// exp(x - max) < e^-87 (1.6e-38) is 0 in cpu.softmax, where the reference
+// may give a subnormal (exp_approx_or_zero): 2^-125 absolute covers it.
+auto softmax_tolerance(int64_t n) {
+  const double rel =
+      2.0 * std::ldexp(1.0, -21) + (2.0 * static_cast<double>(n) + 12.0) * std::ldexp(1.0, -24);
+  return [rel](size_t, float ref) { return rel * std::fabs(ref) + std::ldexp(1.0, -125); };
+}
+
 TEST_CASE("cpu.softmax vs the reference on any axis, opset 13 and coerce_2d") {
   const uint64_t seed0 = base_seed();
   for (int t = 0; t < 200; ++t) {
@@ -544,12 +554,7 @@ TEST_CASE("cpu.softmax vs the reference on any axis, opset 13 and coerce_2d") {
         c.op.attrs.softmax_coerce_2d
             ? graph::shape_numel(Shape(c.output.begin() + c.op.attrs.axis, c.output.end()))
             : c.output[axis];
-    // Two exps within 2^-21 each; sums of n positive terms (the reference's
-    // sequential, ours in 16 lanes) within (n + 4) u each; the division.
-    const double rel =
-        2.0 * std::ldexp(1.0, -21) + (2.0 * static_cast<double>(n) + 12.0) * std::ldexp(1.0, -24);
-    check_case("cpu.softmax", c, seed,
-               [rel](size_t, float ref) { return rel * std::fabs(ref) + std::ldexp(1.0, -140); });
+    check_case("cpu.softmax", c, seed, softmax_tolerance(n));
   }
   graph::Operator op;
   op.type = OpType::Softmax;
@@ -557,6 +562,47 @@ TEST_CASE("cpu.softmax vs the reference on any axis, opset 13 and coerce_2d") {
   const ConstTensorView views[] = {{nullptr, &scalar}};
   REQUIRE(cpu::softmax_applies(op, views));
   CHECK(cpu::softmax_applies(op, views)->find("uses the reference") != std::string::npos);
+}
+
+TEST_CASE("cpu.softmax on masked rows: lanes more than 87 below the row's max are exactly 0") {
+  // GPT-2's causal mask puts -3.4e38 (float's lowest) where a query may not
+  // look; lanes 80..110 below lane 0 straddle the point where exp turns
+  // subnormal (computed as 0 here, so no such lane pays a microcode assist).
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 40; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 613 + 5);
+    Case c;
+    c.op.name = "masked softmax";
+    c.op.type = OpType::Softmax;
+    c.op.attrs.axis = 2;
+    const int64_t rows = 1 + static_cast<int64_t>(rng() % 9);
+    const int64_t n = pick<int64_t>(rng, {1, 7, 16, 33, 128, 129, 1024});
+    c.output = {1, rows, n};
+    c.shapes = {c.output};
+    std::vector<float> x = random_values(c.output, rng, false, 4.0f);
+    std::uniform_real_distribution<float> boundary(-110.0f, -80.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 1; i < n; ++i) {  // lane 0 stays: some lane of each row is unmasked
+        float& v = x[static_cast<size_t>(r * n + i)];
+        const uint64_t k = rng() % 4;
+        if (k == 0) v = std::numeric_limits<float>::lowest();
+        if (k == 1) v = x[static_cast<size_t>(r * n)] + boundary(rng);
+      }
+    c.data = {x};
+    const std::vector<float> out = [&] {
+      check_case("cpu.softmax", c, seed, softmax_tolerance(n));
+      return run_tiled(*kernels::find_tile_kernel_variant(OpType::Softmax, "cpu.softmax"), c, rng);
+    }();
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto row = x.begin() + r * n;
+      const float max = *std::max_element(row, row + n);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto at = static_cast<size_t>(r * n + i);
+        if (x[at] - max < -87.0f) CHECK(out[at] == 0.0f);
+      }
+    }
+  }
 }
 
 TEST_CASE("softmax_row gives softmax_stats + softmax_scale's bits, in place too, on every ISA") {

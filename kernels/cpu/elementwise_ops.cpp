@@ -11,14 +11,18 @@
 // per-channel operand then varies along the last physical dim and is read
 // as a vector.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "graph/error.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/cpu/vector_ops.hpp"
+#include "kernels/reference/tile_loops.hpp"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -255,8 +259,8 @@ std::optional<std::string> binary_reason(const graph::Operator& op,
       return "broadcast pattern " + graph::shape_to_string(*s) + " -> " +
              graph::shape_to_string(out) +
              (trailing ? " is not same-shape, scalar, one non-last dim or leading 1s then the "
-                         "output's trailing dims: uses the reference"
-                       : " is not same-shape, scalar or one non-last dim: uses the reference");
+                         "output's trailing dims: cpu.broadcast runs it"
+                       : " is not same-shape, scalar or one non-last dim");
     any_trailing = any_trailing || l.kind == OperandLayout::kTrailing;
   }
   if (trailing && !any_trailing) return std::string("no trailing-dims operand: cpu.binary runs it");
@@ -336,6 +340,130 @@ void binary(const TileArgs& args) {
       std::fill(y + offset + 1, y + offset + length, y[offset]);
     }
   });
+}
+
+// ---- general broadcast -----------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kBroadcast = "cpu.broadcast";
+
+// Where's span loops, one per (condition, X, Y) being a vector (1) or one
+// value (0) along the row; the literal strides fold, so each loop vectorises
+// to a compare and a blend.
+#define TESSERA_WHERE_SPAN(SC, SX, SY)                                                          \
+  TESSERA_SIMPLE_CLONES void where_##SC##SX##SY(const float* c, const float* x, const float* y, \
+                                                float* out, int64_t n) {                        \
+    for (int64_t i = 0; i < n; ++i) out[i] = c[i * SC] != 0.0f ? x[i * SX] : y[i * SY];         \
+  }
+TESSERA_WHERE_SPAN(0, 0, 0)
+TESSERA_WHERE_SPAN(0, 0, 1)
+TESSERA_WHERE_SPAN(0, 1, 0)
+TESSERA_WHERE_SPAN(0, 1, 1)
+TESSERA_WHERE_SPAN(1, 0, 0)
+TESSERA_WHERE_SPAN(1, 0, 1)
+TESSERA_WHERE_SPAN(1, 1, 0)
+TESSERA_WHERE_SPAN(1, 1, 1)
+#undef TESSERA_WHERE_SPAN
+
+using WhereSpan = void (*)(const float*, const float*, const float*, float*, int64_t);
+// Indexed by condition * 4 + X * 2 + Y (1: a vector along the row).
+constexpr WhereSpan kWhereSpans[8] = {where_000, where_001, where_010, where_011,
+                                      where_100, where_101, where_110, where_111};
+
+// The output shape of the broadcast, or nullopt when the inputs do not
+// broadcast (the compiler's shape inference checked it; hand-built ops may not).
+std::optional<graph::Shape> broadcast_of(std::span<const ConstTensorView> inputs) {
+  size_t rank = 0;
+  for (const ConstTensorView& in : inputs) rank = std::max(rank, in.shape->size());
+  graph::Shape out(rank, 1);
+  for (const ConstTensorView& in : inputs) {
+    const graph::Shape& s = *in.shape;
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t& o = out[d + rank - s.size()];
+      if (s[d] == 1) continue;
+      if (o != 1 && o != s[d]) return std::nullopt;
+      o = s[d];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> broadcast_applies(const graph::Operator& op,
+                                             std::span<const ConstTensorView> inputs) {
+  const bool where = op.type == graph::OpType::Where;
+  if (!where && !binary_spans(op.type))
+    return std::string(kBroadcast) + " runs Add, Mul, Sub, Div, Max, Min and Where only";
+  if (inputs.size() != (where ? 3u : 2u))
+    return std::string(kBroadcast) + " needs " + (where ? "three" : "two") + " inputs";
+  for (const ConstTensorView& in : inputs)
+    if (!in.shape) return std::string(kBroadcast) + " needs the inputs' shapes";
+  if (!broadcast_of(inputs)) return std::string("the input shapes do not broadcast");
+  return std::nullopt;
+}
+
+void broadcast(const TileArgs& args) {
+  const bool where = args.op && args.op->type == graph::OpType::Where;
+  const size_t count = where ? 3 : 2;
+  check_args(args, kBroadcast, count);
+  const std::span<const ConstTensorView> inputs(args.inputs, count);
+  const graph::Shape* out = args.output.shape;
+  for (const ConstTensorView& in : inputs) {
+    const graph::Shape& s = *in.shape;
+    bool fits = s.size() <= out->size();
+    for (size_t d = 0; fits && d < s.size(); ++d)
+      fits = s[d] == 1 || s[d] == (*out)[d + out->size() - s.size()];
+    if (!fits)
+      fail(args, kBroadcast,
+           "input " + graph::shape_to_string(s) + " does not broadcast to the output " +
+               graph::shape_to_string(*out));
+  }
+  for (size_t i = 0; i <= count; ++i) {
+    const graph::Layout layout = i < count ? inputs[i].layout : args.output.layout;
+    const graph::Shape& shape = i < count ? *inputs[i].shape : *out;
+    if (shape.size() == 4 && layout == graph::Layout::NHWC && material(shape))
+      fail(args, kBroadcast, "runs NCHW (logical order) tensors only");
+  }
+  std::array<std::vector<int64_t>, 4> strides;
+  strides[0] = graph::shape_strides(*out);
+  for (size_t i = 0; i < count; ++i)
+    strides[i + 1] = reference::broadcast_strides(*inputs[i].shape, *out);
+  // Along the row each operand steps by 1 (its last dim is the output's) or
+  // 0 (broadcast): a vector or one value.
+  auto vector_along_row = [&](size_t i) { return !out->empty() && strides[i + 1].back() != 0; };
+  float* y = args.output.data;
+  if (where) {
+    const WhereSpan span =
+        kWhereSpans[(vector_along_row(0) ? 4 : 0) + (vector_along_row(1) ? 2 : 0) +
+                    (vector_along_row(2) ? 1 : 0)];
+    reference::for_each_row<4>(
+        *args.region, {strides[0].data(), strides[1].data(), strides[2].data(), strides[3].data()},
+        [&](const int64_t*, const std::array<int64_t, 4>& at, int64_t length) {
+          span(inputs[0].data + at[1], inputs[1].data + at[2], inputs[2].data + at[3], y + at[0],
+               length);
+        });
+    return;
+  }
+  const BinarySpans spans = *binary_spans(args.op->type);
+  const bool a_vector = vector_along_row(0), b_vector = vector_along_row(1);
+  const float* a = inputs[0].data;
+  const float* b = inputs[1].data;
+  reference::for_each_row<3>(*args.region,
+                             {strides[0].data(), strides[1].data(), strides[2].data()},
+                             [&](const int64_t*, const std::array<int64_t, 3>& at, int64_t length) {
+                               if (a_vector && b_vector) {
+                                 spans.vv(a + at[1], b + at[2], y + at[0], length);
+                               } else if (a_vector) {
+                                 spans.vs(a + at[1], b[at[2]], y + at[0], length);
+                               } else if (b_vector) {
+                                 spans.sv(a[at[1]], b + at[2], y + at[0], length);
+                               } else {
+                                 spans.sv(a[at[1]], b + at[2], y + at[0], 1);
+                                 std::fill(y + at[0] + 1, y + at[0] + length, y[at[0]]);
+                               }
+                             });
 }
 
 // ---- unary -----------------------------------------------------------------

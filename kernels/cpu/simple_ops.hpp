@@ -30,6 +30,16 @@ std::optional<std::string> binary_applies(const graph::Operator& op,
 std::optional<std::string> binary_broadcast_applies(const graph::Operator& op,
                                                     std::span<const ConstTensorView> inputs);
 
+// elementwise_ops.cpp — "cpu.broadcast": any numpy broadcast of the binary
+// ops above and of Where (condition != 0 picks X, else Y), walked row by
+// row along the output's last dim, where every operand is a vector or one
+// value; for the patterns the two variants above do not take (BERT batch
+// 8's mask [8,1,1,384] -> [8,12,384,384], GPT-2's Where(mask [1,1,T,T],
+// scores [1,12,T,T], scalar)). Bitwise equal to the reference. NCHW only.
+void broadcast(const TileArgs& args);
+std::optional<std::string> broadcast_applies(const graph::Operator& op,
+                                             std::span<const ConstTensorView> inputs);
+
 // elementwise_ops.cpp — "cpu.unary": Relu, Clip, Sigmoid, Exp, Erf, Tanh,
 // Gelu, Sqrt, Neg, Abs, Reciprocal, LeakyRelu, HardSigmoid and HardSwish
 // with input and output of one shape. Relu, Clip and Sigmoid (std::exp kept,

@@ -482,10 +482,81 @@ TEST_CASE("cpu.binary_broadcast: the transformer shapes, and reasons where it do
   for (auto [a, b] : {std::pair<Shape, Shape>{{2, 3, 5}, {2, 1, 5}}, {{2, 1, 5}, {1, 3, 1}}}) {
     const std::optional<std::string> why = reason(a, b);
     REQUIRE(why);
-    CHECK(why->find("uses the reference") != std::string::npos);
+    CHECK(why->find("cpu.broadcast runs it") != std::string::npos);
   }
   op.type = OpType::Pow;
   CHECK(reason({2}, {2}));
+}
+
+TEST_CASE("cpu.broadcast: any broadcast of the binary ops and Where, bitwise the reference") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 300; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 7331 + 11);
+    Case c;
+    c.op.name = "broadcast";
+    c.op.type = pick(rng, {OpType::Add, OpType::Mul, OpType::Sub, OpType::Div, OpType::Max,
+                           OpType::Min, OpType::Where, OpType::Where});
+    const size_t rank = 1 + static_cast<size_t>(rng() % 4);
+    Shape full = random_shape(rng, rank);
+    if (rng() % 3 == 0) full.back() = pick<int64_t>(rng, {1, 16, 17, 64});
+    // Each operand: a suffix of the output's dims, each kept or set to 1.
+    auto operand = [&]() -> Shape {
+      Shape s(full.begin() + static_cast<ptrdiff_t>(rng() % (rank + 1)), full.end());
+      for (int64_t& d : s)
+        if (rng() % 2) d = 1;
+      return s;
+    };
+    const size_t count = c.op.type == OpType::Where ? 3 : 2;
+    for (size_t i = 0; i < count; ++i) c.shapes.push_back(operand());
+    if (rng() % 4 == 0) c.shapes[rng() % count] = full;  // the output's whole shape
+    // The output is what the operands broadcast to (dims all 1 may stay 1).
+    c.output = Shape(rank, 1);
+    for (const Shape& s : c.shapes)
+      for (size_t d = 0; d < s.size(); ++d)
+        if (s[d] != 1) c.output[d + rank - s.size()] = s[d];
+    for (size_t i = 0; i < count; ++i) {
+      std::vector<float> v = random_values(c.shapes[i], rng, true);
+      if (c.op.type == OpType::Where && i == 0)  // a condition: 0 or 1 (ONNX bool)
+        for (float& x : v) x = static_cast<float>(rng() % 2);
+      c.data.push_back(std::move(v));
+    }
+    check_case("cpu.broadcast", c, seed, exact);
+  }
+  // GPT-2's masked attention scores and BERT batch 8's mask, as compiled.
+  const uint64_t seed = base_seed();
+  std::mt19937_64 rng(seed);
+  Case where;
+  where.op.type = OpType::Where;
+  where.shapes = {{1, 1, 16, 16}, {1, 3, 16, 16}, {}};
+  where.output = {1, 3, 16, 16};
+  where.data = {std::vector<float>(256),
+                random_values(where.shapes[1], rng, false),
+                {std::numeric_limits<float>::lowest()}};
+  for (int64_t q = 0; q < 16; ++q)
+    for (int64_t k = 0; k <= q; ++k) where.data[0][static_cast<size_t>(q * 16 + k)] = 1.0f;
+  check_case("cpu.broadcast", where, seed, exact);
+  Case mask;
+  mask.op.type = OpType::Add;
+  mask.shapes = {{8, 2, 9, 9}, {8, 1, 1, 9}};
+  mask.output = {8, 2, 9, 9};
+  for (const Shape& s : mask.shapes) mask.data.push_back(random_values(s, rng, false));
+  std::vector<ConstTensorView> views;
+  for (const Shape& s : mask.shapes) views.push_back({nullptr, &s});
+  CHECK(cpu::binary_applies(mask.op, views));  // neither of the span variants takes it
+  CHECK(cpu::binary_broadcast_applies(mask.op, views));
+  check_case("cpu.broadcast", mask, seed, exact);
+
+  graph::Operator op;
+  op.type = OpType::Pow;
+  const Shape two{2}, three{3};
+  const ConstTensorView pair[] = {{nullptr, &two}, {nullptr, &two}};
+  CHECK(cpu::broadcast_applies(op, pair));
+  op.type = OpType::Add;
+  const ConstTensorView mismatched[] = {{nullptr, &two}, {nullptr, &three}};
+  CHECK(cpu::broadcast_applies(op, mismatched));
+  op.type = OpType::Where;
+  CHECK(cpu::broadcast_applies(op, pair));  // two inputs
 }
 
 TEST_CASE("cpu.pow: constant exponents 2 and 3 within 2 ulp of std::pow; others refused") {

@@ -260,7 +260,8 @@ std::optional<std::string> binary_reason(const graph::Operator& op,
              graph::shape_to_string(out) +
              (trailing ? " is not same-shape, scalar, one non-last dim or leading 1s then the "
                          "output's trailing dims: cpu.broadcast runs it"
-                       : " is not same-shape, scalar or one non-last dim");
+                       : " is not same-shape, scalar or one non-last dim: "
+                         "cpu.binary_broadcast or cpu.broadcast runs it");
     any_trailing = any_trailing || l.kind == OperandLayout::kTrailing;
   }
   if (trailing && !any_trailing) return std::string("no trailing-dims operand: cpu.binary runs it");

@@ -39,6 +39,7 @@ struct CompileArgs {
   std::string sparsity;  // "", "auto" or an annotation FILE.json
   int64_t batch = 0;
   std::vector<std::string> shapes;  // NAME=D0,D1,... (repeatable)
+  int32_t reuse_distance = graph::CompileOptions::kDefaultReuseDistance;
 };
 
 // --sparsity: TeSA from the weights' zeros ("auto") plus a file's annotations.
@@ -193,6 +194,11 @@ void print_report(const CompileArgs& a, const graph::CompileReport& r,
               format_bytes(r.arena_bytes).c_str(),
               format_bytes(r.arena_bytes_without_reuse).c_str(),
               format_bytes(r.weight_bytes).c_str());
+  if (r.ordering_edges > 0)
+    std::printf(
+        "  memory: %lld ordering edges let tensors %d+ ops apart share bytes (paths run at most "
+        "that far ahead of each other; --reuse-distance 0: none)\n",
+        static_cast<long long>(r.ordering_edges), a.reuse_distance);
   std::printf("  %-32s %-20s %-18s %s\n", "op", "type", "kernel", "tiles");
   for (const auto& op : r.ops)
     std::printf("  %-32s %-20s %-18s %d%s%s\n", op.name.c_str(),
@@ -245,6 +251,10 @@ Command add_compile_command(CLI::App& app) {
   sub->add_flag("--no-pattern-fusion", args->no_pattern_fusion,
                 "Keep MatMul bias Adds, GELU chains and decomposed LayerNorms as separate ops "
                 "(for A/B runs)");
+  sub->add_option("--reuse-distance", args->reuse_distance,
+                  "Let tensors this many ops apart share arena bytes by ordering their tiles, "
+                  "bounding how far independent paths run ahead (0: only provably safe reuse)")
+      ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--sparsity", args->sparsity,
                   "TeSA pruning attributes, propagated through the graph (SparTA §3.2): auto "
                   "(the weights' zeros) or FILE.json naming weights and patterns");
@@ -265,6 +275,7 @@ Command add_compile_command(CLI::App& app) {
     options.target = machine_target();
     options.fuse_residual = !args->no_residual_fusion;
     options.fuse_patterns = !args->no_pattern_fusion;
+    options.reuse_distance = args->reuse_distance;
     if (args->tune && args->tiles > 0)
       throw Error("--tune searches the tile count: give --tune or --tiles, not both");
     std::optional<TileTuning> tuning;

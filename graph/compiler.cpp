@@ -182,7 +182,8 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
   }
   std::vector<TileNode> nodes =
       build_tile_nodes(graph, TilerOptions{.tiles = options.tiles, .threads = options.threads});
-  MemoryPlan plan = plan_memory(graph, nodes);
+  MemoryPlan plan =
+      plan_memory(graph, nodes, MemoryPlanOptions{.reuse_distance = options.reuse_distance});
 
   TileGraph tg;
   auto store = std::make_shared<WeightStore>();
@@ -237,6 +238,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     for (const TileNode& node : nodes) report->edges += static_cast<int64_t>(node.children.size());
     report->arena_bytes = plan.arena_bytes;
     report->arena_bytes_without_reuse = plan.bytes_without_reuse;
+    report->ordering_edges = plan.added_edges;
     report->weight_bytes = weight_bytes;
     report->sparsity = std::move(sparsity_report);
     for (const FoldedBatchNorm& f : folds)

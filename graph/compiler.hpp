@@ -25,6 +25,8 @@ struct CompileReport {
   int64_t edges = 0;
   uint64_t arena_bytes = 0;
   uint64_t arena_bytes_without_reuse = 0;
+  // Edges the memory plan added to bound run-ahead (MemoryPlanOptions).
+  int64_t ordering_edges = 0;
   uint64_t weight_bytes = 0;
   std::vector<std::string> notes;  // folded ops and other passes' decisions
   SparsityReport sparsity;         // TeSA before/after propagation (when enabled)

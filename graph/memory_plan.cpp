@@ -45,7 +45,8 @@ bool is_alias_op(const Graph& graph, const Operator& op) {
   return !in.is_weight && in.dtype == out.dtype && shape_numel(in.shape) == shape_numel(out.shape);
 }
 
-MemoryPlan plan_memory(const Graph& graph, const std::vector<TileNode>& nodes) {
+MemoryPlan plan_memory(const Graph& graph, std::vector<TileNode>& nodes,
+                       const MemoryPlanOptions& options) {
   const size_t tensor_count = graph.tensors.size();
   MemoryPlan plan;
   plan.offsets.assign(tensor_count, 0);
@@ -142,18 +143,47 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<TileNode>& nodes) {
     }
   }
 
+  // Bounded run-ahead (MemoryPlanOptions): whether `a` is done with at least
+  // reuse_distance ops before `b` is first written, so that ordering edges
+  // may make their bytes shareable. Inputs are written before any node runs
+  // and outputs live to the end: neither can be ordered that way.
+  auto op_of = [&](int32_t node) { return nodes[static_cast<size_t>(node)].op; };
+  auto far_apart = [&](size_t a, size_t b) {
+    if (options.reuse_distance <= 0 || is_output[a] || is_input[b] || accessors[a].empty() ||
+        writers[b].empty())
+      return false;
+    int32_t last_access = 0, first_write = std::numeric_limits<int32_t>::max();
+    for (int32_t n : accessors[a]) last_access = std::max(last_access, op_of(n));
+    for (int32_t n : writers[b]) first_write = std::min(first_write, op_of(n));
+    return first_write - last_access >= options.reuse_distance;
+  };
+  auto add_edge = [&](int32_t from, int32_t to) {
+    auto& children = nodes[static_cast<size_t>(from)].children;
+    if (std::find(children.begin(), children.end(), to) != children.end()) return;
+    children.push_back(to);
+    ++nodes[static_cast<size_t>(to)].parent_count;
+    ++plan.added_edges;
+  };
+
   // Greedy best-fit placement against the already placed tensors that may
   // still be in use while this one is written.
   std::vector<uint64_t> sizes(count);
   std::vector<std::pair<uint64_t, uint64_t>> busy;
+  std::vector<size_t> orderable;  // placed tensors B may share bytes with, given edges
   for (size_t bi = 0; bi < count; ++bi) {
     const TensorInfo& info = graph.tensors[static_cast<size_t>(order[bi])];
     sizes[bi] = align_up(static_cast<uint64_t>(shape_numel(info.shape)) * dtype_size(info.dtype));
     busy.clear();
-    for (size_t ai = 0; ai < bi; ++ai)
-      if (!finished_before[ai][bi])
-        busy.emplace_back(plan.offsets[static_cast<size_t>(order[ai])],
-                          plan.offsets[static_cast<size_t>(order[ai])] + sizes[ai]);
+    orderable.clear();
+    for (size_t ai = 0; ai < bi; ++ai) {
+      if (finished_before[ai][bi]) continue;
+      if (far_apart(static_cast<size_t>(order[ai]), static_cast<size_t>(order[bi]))) {
+        orderable.push_back(ai);
+        continue;
+      }
+      busy.emplace_back(plan.offsets[static_cast<size_t>(order[ai])],
+                        plan.offsets[static_cast<size_t>(order[ai])] + sizes[ai]);
+    }
     std::sort(busy.begin(), busy.end());
     uint64_t best = 0, best_gap = std::numeric_limits<uint64_t>::max(), cursor = 0;
     bool found = false;
@@ -168,6 +198,22 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<TileNode>& nodes) {
     uint64_t offset = found ? best : cursor;
     plan.offsets[static_cast<size_t>(order[bi])] = offset;
     plan.arena_bytes = std::max(plan.arena_bytes, offset + sizes[bi]);
+    // The orderable tensors B actually overlaps: every access to them must
+    // finish before B is written.
+    for (size_t ai : orderable) {
+      const uint64_t a_begin = plan.offsets[static_cast<size_t>(order[ai])];
+      if (a_begin >= offset + sizes[bi] || offset >= a_begin + sizes[ai]) continue;
+      for (int32_t x : accessors[static_cast<size_t>(order[ai])])
+        for (int32_t y : writers[static_cast<size_t>(order[bi])]) add_edge(x, y);
+    }
+  }
+  if (plan.added_edges > 0) {
+    // Longest path from a source again (the ready pool's depth priority).
+    for (TileNode& node : nodes) node.depth = 0;
+    for (const TileNode& node : nodes)
+      for (int32_t c : node.children)
+        nodes[static_cast<size_t>(c)].depth =
+            std::max(nodes[static_cast<size_t>(c)].depth, node.depth + 1);
   }
   for (size_t t = 0; t < tensor_count; ++t)
     if (plan.alias_of[t] >= 0)

@@ -48,6 +48,13 @@ struct CompileOptions {
   // MatMul-bias fusion and GELU / LayerNorm recognition (graph/fuse_matmul_bias.hpp,
   // fuse_gelu.hpp, fuse_layer_norm.hpp); not stored.
   bool fuse_patterns = true;
+  // Bounded run-ahead for reuse between tensors this many ops apart
+  // (graph/memory_plan.hpp, MemoryPlanOptions); 0: provable reuse only.
+  // Not stored. 16: BERT-base at sequence 384, batch 8 needs 378 MiB of
+  // arena instead of 4.4 GiB and ran 2.7 s instead of 3.4 at 2 threads (the
+  // same at 1); batch-1 CNNs and transformers get no edges at all.
+  static constexpr int32_t kDefaultReuseDistance = 16;
+  int32_t reuse_distance = kDefaultReuseDistance;
 };
 
 struct TileGraph {

@@ -140,6 +140,86 @@ TEST_CASE("memory plan: overlapping tensors are never live together (random grap
   CHECK(aliased > 10);  // the random graphs' Reshapes/Flattens alias
 }
 
+// The tile graph after the planner added edges: still topologically
+// numbered, parent counts equal to the incoming edges, depths the longest
+// path from a source.
+void check_nodes(const std::vector<TileNode>& nodes) {
+  std::vector<int32_t> incoming(nodes.size(), 0), depth(nodes.size(), 0);
+  for (size_t n = 0; n < nodes.size(); ++n)
+    for (int32_t c : nodes[n].children) {
+      REQUIRE(static_cast<size_t>(c) > n);
+      ++incoming[static_cast<size_t>(c)];
+      depth[static_cast<size_t>(c)] = std::max(depth[static_cast<size_t>(c)], depth[n] + 1);
+    }
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    CAPTURE(n);
+    CHECK(nodes[n].parent_count == incoming[n]);
+    CHECK(nodes[n].depth == depth[n]);
+  }
+}
+
+TEST_CASE("memory plan: bounded run-ahead adds ordering edges and stays safe (random graphs)") {
+  int with_edges = 0;
+  for (uint32_t seed = 1; seed <= 120; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    Graph g = seed % 3 == 0 ? random_matrix_graph(rng) : random_cnn(rng);
+    auto nodes = build_tile_nodes(g, TilerOptions{static_cast<int32_t>(seed % 5), 2});
+    const int32_t distance = 1 + static_cast<int32_t>(seed % 3);
+    CAPTURE(distance);
+    auto unbounded = nodes;
+    const MemoryPlan provable = plan_memory(g, unbounded);
+    MemoryPlan plan = plan_memory(g, nodes, MemoryPlanOptions{.reuse_distance = distance});
+    check_nodes(nodes);
+    check_plan(g, nodes, plan);  // overlaps are ordered by the graph as it now is
+    CHECK(plan.arena_bytes <= provable.arena_bytes);
+    if (plan.added_edges > 0) ++with_edges;
+  }
+  MESSAGE("graphs given ordering edges: ", with_edges, " of 120");
+  CHECK(with_edges > 10);
+}
+
+TEST_CASE("memory plan: independent paths share bytes only with bounded run-ahead") {
+  // x [2, 64] through 8 Relus, each cut into its 2 rows: two paths that
+  // never join (a batch of 2), so no tensor is provably dead before another
+  // is written on the other path. Distance 2 lets t[i + 2] take t[i]'s bytes
+  // once both rows of t[i] were read.
+  GraphBuilder b;
+  int32_t t = b.input("x", {2, 64});
+  std::vector<int32_t> chain{t};
+  for (int i = 0; i < 8; ++i) chain.push_back(t = b.op(OpType::Relu, {t}));
+  b.g.outputs = {t};
+  auto nodes = build_tile_nodes(b.g, TilerOptions{2, 2});
+  REQUIRE(nodes.size() == 16);
+  auto unbounded = nodes;
+  const MemoryPlan provable = plan_memory(b.g, unbounded);
+  CHECK(provable.added_edges == 0);
+  CHECK(provable.arena_bytes == provable.bytes_without_reuse);  // nothing is provable
+  MemoryPlan plan = plan_memory(b.g, nodes, MemoryPlanOptions{.reuse_distance = 2});
+  check_nodes(nodes);
+  check_plan(b.g, nodes, plan);
+  CHECK(plan.added_edges > 0);
+  CHECK(plan.arena_bytes <= 4 * 512);  // at most the tensors 2 ops apart plus the output
+  // Row 0 of op i + 2 now waits for row 1 of op i: the paths stay within 2 ops.
+  auto reaches = [&](int32_t from, int32_t to) {
+    std::vector<bool> seen(nodes.size(), false);
+    std::vector<int32_t> stack{from};
+    while (!stack.empty()) {
+      const int32_t n = stack.back();
+      stack.pop_back();
+      if (n == to) return true;
+      for (int32_t c : nodes[static_cast<size_t>(n)].children) {
+        if (seen[static_cast<size_t>(c)]) continue;
+        seen[static_cast<size_t>(c)] = true;
+        stack.push_back(c);
+      }
+    }
+    return false;
+  };
+  CHECK(reaches(1, 2 * 3));        // op 0 row 1 -> op 3 row 0
+  CHECK_FALSE(reaches(1, 2 * 1));  // but not op 1 row 0: the paths still overlap
+}
+
 TEST_CASE("memory plan: no reuse where only operator-level liveness would allow it") {
   // x -> convA -> t1 -> convB -> t2 -> convC -> t3, all the same size, 4 row
   // tiles each. By operator order t1 is dead once convB ran, so t3 could take

@@ -53,13 +53,18 @@ struct Shape {
 // (M = output pixels, N = output channels, K = input channels · kh · kw);
 // BERT's tiles.
 constexpr Shape kShapes[] = {
-    {"square_2048", 2048, 2048, 2048},         {"tile_64x128x1152", 64, 128, 1152},
-    {"tile_256x64x576", 256, 64, 576},         {"res2_3x3_3136x64x576", 3136, 64, 576},
-    {"res3_3x3_784x128x1152", 784, 128, 1152}, {"res4_3x3_196x256x2304", 196, 256, 2304},
-    {"res5_3x3_49x512x4608", 49, 512, 4608},   {"res2_1x1_3136x256x64", 3136, 256, 64},
+    {"square_2048", 2048, 2048, 2048},
+    {"tile_64x128x1152", 64, 128, 1152},
+    {"tile_256x64x576", 256, 64, 576},
+    {"res2_3x3_3136x64x576", 3136, 64, 576},
+    {"res3_3x3_784x128x1152", 784, 128, 1152},
+    {"res4_3x3_196x256x2304", 196, 256, 2304},
+    {"res5_3x3_49x512x4608", 49, 512, 4608},
+    {"res2_1x1_3136x256x64", 3136, 256, 64},
     // BERT-base at sequence 128 as the 1-thread tiler cuts it (two column
     // tiles per weight matrix): Q/K/V/output, FFN up, FFN down.
-    {"bert_128x384x768", 128, 384, 768},       {"bert_128x1536x768", 128, 1536, 768},
+    {"bert_128x384x768", 128, 384, 768},
+    {"bert_128x1536x768", 128, 1536, 768},
     {"bert_128x384x3072", 128, 384, 3072},
 };
 

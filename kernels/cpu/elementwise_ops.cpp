@@ -411,16 +411,11 @@ void broadcast(const TileArgs& args) {
   check_args(args, kBroadcast, count);
   const std::span<const ConstTensorView> inputs(args.inputs, count);
   const graph::Shape* out = args.output.shape;
-  for (const ConstTensorView& in : inputs) {
-    const graph::Shape& s = *in.shape;
-    bool fits = s.size() <= out->size();
-    for (size_t d = 0; fits && d < s.size(); ++d)
-      fits = s[d] == 1 || s[d] == (*out)[d + out->size() - s.size()];
-    if (!fits)
+  for (const ConstTensorView& in : inputs)
+    if (!reference::broadcasts_to(*in.shape, *out))
       fail(args, kBroadcast,
-           "input " + graph::shape_to_string(s) + " does not broadcast to the output " +
+           "input " + graph::shape_to_string(*in.shape) + " does not broadcast to the output " +
                graph::shape_to_string(*out));
-  }
   for (size_t i = 0; i <= count; ++i) {
     const graph::Layout layout = i < count ? inputs[i].layout : args.output.layout;
     const graph::Shape& shape = i < count ? *inputs[i].shape : *out;

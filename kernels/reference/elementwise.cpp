@@ -92,10 +92,7 @@ void check_broadcast(const TileArgs& args) {
   const graph::Shape& out_shape = *args.output.shape;
   for (size_t i = 0; i < args.input_count; ++i) {
     const graph::Shape& s = *args.inputs[i].shape;
-    bool ok = s.size() <= out_shape.size();
-    const size_t shift = ok ? out_shape.size() - s.size() : 0;
-    for (size_t d = 0; ok && d < s.size(); ++d) ok = s[d] == 1 || s[d] == out_shape[d + shift];
-    if (!ok)
+    if (!broadcasts_to(s, out_shape))
       fail(args, "input " + graph::shape_to_string(s) + " does not broadcast to output " +
                      graph::shape_to_string(out_shape));
   }

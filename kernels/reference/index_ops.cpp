@@ -51,12 +51,7 @@ void expand(const TileArgs& args) {
   check_tile_args(args, 1, 1);
   const graph::Shape& in_shape = *args.inputs[0].shape;
   const graph::Shape& out_shape = *args.output.shape;
-  bool ok = in_shape.size() <= out_shape.size();
-  for (size_t d = 0; ok && d < in_shape.size(); ++d) {
-    const int64_t o = out_shape[d + out_shape.size() - in_shape.size()];
-    ok = in_shape[d] == 1 || in_shape[d] == o;
-  }
-  if (!ok)
+  if (!broadcasts_to(in_shape, out_shape))
     fail(args, "input " + graph::shape_to_string(in_shape) + " does not broadcast to output " +
                    graph::shape_to_string(out_shape));
   strided_copy(args, broadcast_strides(in_shape, out_shape), 0);

@@ -147,15 +147,15 @@ MemoryPlan plan_memory(const Graph& graph, std::vector<TileNode>& nodes,
   // reuse_distance ops before `b` is first written, so that ordering edges
   // may make their bytes shareable. Inputs are written before any node runs
   // and outputs live to the end: neither can be ordered that way.
-  auto op_of = [&](int32_t node) { return nodes[static_cast<size_t>(node)].op; };
+  std::vector<int32_t> last_access(tensor_count, -1), first_write(tensor_count, -1);
+  for (size_t t = 0; t < tensor_count; ++t) {
+    for (int32_t n : accessors[t])
+      last_access[t] = std::max(last_access[t], nodes[static_cast<size_t>(n)].op);
+    if (!writers[t].empty()) first_write[t] = nodes[static_cast<size_t>(writers[t].front())].op;
+  }
   auto far_apart = [&](size_t a, size_t b) {
-    if (options.reuse_distance <= 0 || is_output[a] || is_input[b] || accessors[a].empty() ||
-        writers[b].empty())
-      return false;
-    int32_t last_access = 0, first_write = std::numeric_limits<int32_t>::max();
-    for (int32_t n : accessors[a]) last_access = std::max(last_access, op_of(n));
-    for (int32_t n : writers[b]) first_write = std::min(first_write, op_of(n));
-    return first_write - last_access >= options.reuse_distance;
+    return options.reuse_distance > 0 && !is_output[a] && !is_input[b] && last_access[a] >= 0 &&
+           first_write[b] >= 0 && first_write[b] - last_access[a] >= options.reuse_distance;
   };
   auto add_edge = [&](int32_t from, int32_t to) {
     auto& children = nodes[static_cast<size_t>(from)].children;

@@ -2,8 +2,8 @@
 """Whole-model conformance: `tessera compile` + `tessera run` against ONNX Runtime.
 
 For every case of gen_models.build_cases(seed): ONNX Runtime (CPU, graph optimizations off)
-gives the reference; the model is compiled with --tiles in {default, 1, 3, 7} and each .tess
-run with --threads 1, 2 and 4 on the same .npy inputs. Checks:
+gives the reference; the model is compiled with --tiles in {default, 1, 3, 7} (7 with
+--reuse-distance 2) and each .tess run with --threads 1, 2 and 4 on the same .npy inputs. Checks:
   * every output: max |tessera - reference| <= 1e-4 * (1 + max |reference|);
   * for one .tess, outputs are bitwise identical across thread counts;
   * across tile counts, outputs agree within the same tolerance;
@@ -32,6 +32,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_models  # noqa: E402
 
 TILE_CHOICES = [None, 1, 3, 7]  # None: no --tiles flag, the compiler chooses
+# The 7-tile compile also bounds run-ahead to 2 ops (--reuse-distance 2): the
+# memory plan then adds ordering edges to every model with parallel paths, and
+# those models run with them (graph/memory_plan.hpp).
+TIGHT_REUSE_TILES, TIGHT_REUSE_DISTANCE = 7, 2
 THREAD_CHOICES = [1, 2, 4]
 REL_TOLERANCE = 1e-4
 PROCESS_TIMEOUT_S = 120
@@ -101,6 +105,8 @@ def compile_and_run(tessera: str, files: CaseFiles, tiles) -> dict:
   argv = [tessera, "compile", files.model_path, "-o", tess]
   if tiles is not None:
     argv += ["--tiles", str(tiles)]
+  if tiles == TIGHT_REUSE_TILES:
+    argv += ["--reuse-distance", str(TIGHT_REUSE_DISTANCE)]
   result = {"tiles": tiles, "compile_cmd": command_line(argv), "runs": {}}
   proc = run_process(argv)
   if proc.returncode != 0:

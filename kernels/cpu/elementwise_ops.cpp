@@ -205,6 +205,22 @@ struct BinarySpans {
   void (*vv)(const float*, const float*, float*, int64_t);
   void (*vs)(const float*, float, float*, int64_t);
   void (*sv)(float, const float*, float*, int64_t);
+
+  // y[0, n) from operands that are each a vector along the span (a points at
+  // its first element) or one value (a points at it).
+  void run(const float* a, bool a_vector, const float* b, bool b_vector, float* y,
+           int64_t n) const {
+    if (a_vector && b_vector) {
+      vv(a, b, y, n);
+    } else if (a_vector) {
+      vs(a, *b, y, n);
+    } else if (b_vector) {
+      sv(*a, b, y, n);
+    } else {
+      sv(*a, b, y, 1);
+      std::fill(y + 1, y + n, y[0]);
+    }
+  }
 };
 
 constexpr std::string_view kBinary = "cpu.binary";
@@ -228,14 +244,20 @@ std::optional<BinarySpans> binary_spans(graph::OpType type) {
   }
 }
 
-// The numpy broadcast of the two input shapes (the compiler's shape
-// inference checked they broadcast).
-graph::Shape broadcast_shape(const graph::Shape& a, const graph::Shape& b) {
-  graph::Shape out(std::max(a.size(), b.size()), 1);
-  for (const graph::Shape* s : {&a, &b}) {
-    const size_t shift = out.size() - s->size();
-    for (size_t d = 0; d < s->size(); ++d)
-      if ((*s)[d] != 1) out[d + shift] = (*s)[d];
+// The output shape of the broadcast, or nullopt when the inputs do not
+// broadcast (the compiler's shape inference checked it; hand-built ops may not).
+std::optional<graph::Shape> broadcast_of(std::span<const ConstTensorView> inputs) {
+  size_t rank = 0;
+  for (const ConstTensorView& in : inputs) rank = std::max(rank, in.shape->size());
+  graph::Shape out(rank, 1);
+  for (const ConstTensorView& in : inputs) {
+    const graph::Shape& s = *in.shape;
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t& o = out[d + rank - s.size()];
+      if (s[d] == 1) continue;
+      if (o != 1 && o != s[d]) return std::nullopt;
+      o = s[d];
+    }
   }
   return out;
 }
@@ -251,7 +273,9 @@ std::optional<std::string> binary_reason(const graph::Operator& op,
     return std::string(name) + " needs two inputs with shapes";
   const graph::Shape& a = *inputs[0].shape;
   const graph::Shape& b = *inputs[1].shape;
-  const graph::Shape out = broadcast_shape(a, b);
+  const std::optional<graph::Shape> broadcast = broadcast_of(inputs);
+  if (!broadcast) return std::string("the input shapes do not broadcast");
+  const graph::Shape& out = *broadcast;
   bool any_trailing = false;
   for (const graph::Shape* s : {&a, &b}) {
     const OperandLayout l = operand_layout(*s, out, trailing);
@@ -324,22 +348,13 @@ void binary(const TileArgs& args) {
     return l.kind == OperandLayout::kFull ? data + offset : data + offset % period;
   };
   auto constant_of = [](const OperandLayout& l, const float* data, const int64_t* index) {
-    return l.kind == OperandLayout::kChannel ? data[index[l.dim]] : data[0];
+    return l.kind == OperandLayout::kChannel ? data + index[l.dim] : data;
   };
   const bool a_vector = is_vector(la), b_vector = is_vector(lb);
   for_each_span(region, out, min_split, [&](const int64_t* index, int64_t offset, int64_t length) {
-    if (a_vector && b_vector) {
-      spans.vv(vector_of(la, a, offset, a_period), vector_of(lb, b, offset, b_period), y + offset,
-               length);
-    } else if (a_vector) {
-      spans.vs(vector_of(la, a, offset, a_period), constant_of(lb, b, index), y + offset, length);
-    } else if (b_vector) {
-      spans.sv(constant_of(la, a, index), vector_of(lb, b, offset, b_period), y + offset, length);
-    } else {
-      const float vb = constant_of(lb, b, index);
-      spans.sv(constant_of(la, a, index), &vb, y + offset, 1);
-      std::fill(y + offset + 1, y + offset + length, y[offset]);
-    }
+    spans.run(a_vector ? vector_of(la, a, offset, a_period) : constant_of(la, a, index), a_vector,
+              b_vector ? vector_of(lb, b, offset, b_period) : constant_of(lb, b, index), b_vector,
+              y + offset, length);
   });
 }
 
@@ -371,24 +386,6 @@ using WhereSpan = void (*)(const float*, const float*, const float*, float*, int
 // Indexed by condition * 4 + X * 2 + Y (1: a vector along the row).
 constexpr WhereSpan kWhereSpans[8] = {where_000, where_001, where_010, where_011,
                                       where_100, where_101, where_110, where_111};
-
-// The output shape of the broadcast, or nullopt when the inputs do not
-// broadcast (the compiler's shape inference checked it; hand-built ops may not).
-std::optional<graph::Shape> broadcast_of(std::span<const ConstTensorView> inputs) {
-  size_t rank = 0;
-  for (const ConstTensorView& in : inputs) rank = std::max(rank, in.shape->size());
-  graph::Shape out(rank, 1);
-  for (const ConstTensorView& in : inputs) {
-    const graph::Shape& s = *in.shape;
-    for (size_t d = 0; d < s.size(); ++d) {
-      int64_t& o = out[d + rank - s.size()];
-      if (s[d] == 1) continue;
-      if (o != 1 && o != s[d]) return std::nullopt;
-      o = s[d];
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -446,20 +443,11 @@ void broadcast(const TileArgs& args) {
   const bool a_vector = vector_along_row(0), b_vector = vector_along_row(1);
   const float* a = inputs[0].data;
   const float* b = inputs[1].data;
-  reference::for_each_row<3>(*args.region,
-                             {strides[0].data(), strides[1].data(), strides[2].data()},
-                             [&](const int64_t*, const std::array<int64_t, 3>& at, int64_t length) {
-                               if (a_vector && b_vector) {
-                                 spans.vv(a + at[1], b + at[2], y + at[0], length);
-                               } else if (a_vector) {
-                                 spans.vs(a + at[1], b[at[2]], y + at[0], length);
-                               } else if (b_vector) {
-                                 spans.sv(a[at[1]], b + at[2], y + at[0], length);
-                               } else {
-                                 spans.sv(a[at[1]], b + at[2], y + at[0], 1);
-                                 std::fill(y + at[0] + 1, y + at[0] + length, y[at[0]]);
-                               }
-                             });
+  reference::for_each_row<3>(
+      *args.region, {strides[0].data(), strides[1].data(), strides[2].data()},
+      [&](const int64_t*, const std::array<int64_t, 3>& at, int64_t length) {
+        spans.run(a + at[1], a_vector, b + at[2], b_vector, y + at[0], length);
+      });
 }
 
 // ---- unary -----------------------------------------------------------------

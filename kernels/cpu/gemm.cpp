@@ -65,19 +65,6 @@ GemmBlocking own_blocking(const GemmMicrokernel& kernel) {
   return blocking;
 }
 
-// Floats per vector register of the ISA's microkernels.
-int64_t isa_vector_floats(GemmIsa isa) {
-  switch (isa) {
-    case GemmIsa::kAvx512:
-      return 16;
-    case GemmIsa::kAvx2:
-      return 8;
-    case GemmIsa::kPortable:
-      return 4;
-  }
-  return 4;
-}
-
 bool cpu_supports(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::kPortable:
@@ -117,15 +104,13 @@ float* allocate_aligned(size_t floats) {
 }
 
 // Per-thread scratch, grown on a thread's first call (and when the blocking
-// grows), never per call: the packed block of A and the MR×NR block that
-// edge tiles are computed into.
+// grows), never per call: the packed block of A.
 struct GemmScratch {
   struct Free {
     void operator()(float* p) const { std::free(p); }
   };
   std::unique_ptr<float[], Free> a_block;
   int64_t a_block_floats = 0;
-  std::unique_ptr<float[], Free> edge{allocate_aligned(kMaxMr * kMaxNr)};
 
   float* a_block_for(int64_t floats) {
     if (floats > a_block_floats) {
@@ -252,7 +237,6 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
 
   const GemmMicrokernel& kernel = b.microkernel();
   const int mr = kernel.mr;
-  const int64_t vector_width = isa_vector_floats(kernel.isa);
   const int64_t nr = kernel.nr, k = b.k();
   GemmScratch& scratch = thread_scratch();
   const int64_t panel_begin = tile.n0 / nr, panel_end = (tile.n1 + nr - 1) / nr;
@@ -302,47 +286,27 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
           args.a_row_stride = lda;
           args.a_k_stride = 1;
         }
+        // The block's columns inside the tile, [col_lo, col_hi) of panel
+        // [j0, j0 + NR), go straight to C: accumulated and given the
+        // epilogue in registers, edges (N not a multiple of NR, a tile
+        // starting or ending inside the panel) through masked moves.
         const int64_t j0 = p * nr;
         const int64_t col_lo = std::max(tile.n0, j0), col_hi = std::min(tile.n1, j0 + nr);
         args.b = b.data() + (p * k + k0) * nr;
-        if (col_lo == j0 && (col_hi - j0) % vector_width == 0) {
-          // Whole block, or its first rows and whole vectors of columns (a
-          // tile's last rows; N not a multiple of NR): accumulate and run
-          // the epilogue in registers, writing only the valid part.
-          args.n_valid = col_hi - j0;
-          args.c = c + m * ldc + j0;
-          args.ldc = ldc;
-          args.load_c = !first || epilogue.accumulate;
-          args.epilogue = nullptr;
-          if (last && has_epilogue) {
-            if (epilogue.bias_kind != GemmBias::kNone)
-              micro_ep.bias = epilogue.bias + (epilogue.bias_kind == GemmBias::kPerRow ? m : j0);
-            micro_ep.residual =
-                epilogue.residual ? epilogue.residual + m * epilogue.ld_residual + j0 : nullptr;
-            args.epilogue = &micro_ep;
-          }
-          kernel.fn(args);
-          return;
-        }
-        // Edge block: compute all of it into scratch, then write only the
-        // part inside the tile.
-        float* edge = scratch.edge.get();
-        args.n_valid = nr;
-        args.c = edge;
-        args.ldc = nr;
-        args.load_c = false;
+        args.n_begin = col_lo - j0;
+        args.n_valid = col_hi - j0;
+        args.c = c + m * ldc + j0;
+        args.ldc = ldc;
+        args.load_c = !first || epilogue.accumulate;
         args.epilogue = nullptr;
-        kernel.fn(args);
-        for (int64_t i = 0; i < mv; ++i) {
-          float* c_row = c + (m + i) * ldc;
-          const float* e_row = edge + i * nr;
-          for (int64_t j = col_lo; j < col_hi; ++j) {
-            float x = e_row[j - j0];
-            if (!first || epilogue.accumulate) x += c_row[j];
-            if (last) x = apply_epilogue_scalar(x, epilogue, m + i, j);
-            c_row[j] = x;
-          }
+        if (last && has_epilogue) {
+          if (epilogue.bias_kind != GemmBias::kNone)
+            micro_ep.bias = epilogue.bias + (epilogue.bias_kind == GemmBias::kPerRow ? m : j0);
+          micro_ep.residual =
+              epilogue.residual ? epilogue.residual + m * epilogue.ld_residual + j0 : nullptr;
+          args.epilogue = &micro_ep;
         }
+        kernel.fn(args);
       };
       for (int64_t pb = panel_begin; pb < panel_end; pb += panels_per_block) {
         const int64_t pe = std::min(pb + panels_per_block, panel_end);

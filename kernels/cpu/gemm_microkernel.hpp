@@ -19,17 +19,19 @@ struct GemmMicrotileEpilogue {
   GemmResidual residual_position = GemmResidual::kBeforeActivation;
 };
 
-// C[0:m_valid, 0:n_valid] (+)= A[0:m_valid, 0:kc] · Bpanel[0:kc, 0:n_valid]:
-// the whole MR×NR block is computed, but only rows < m_valid and columns <
-// n_valid (a multiple of the vector width) are loaded, stored and given the
-// epilogue. A is read either in place (a_k_stride == 1: row i at
-// a + i·a_row_stride; rows ≥ m_valid read row m_valid − 1 instead, so no
-// read leaves the matrix) or packed (a_row_stride == 1, a_k_stride == MR).
+// C[0:m_valid, n_begin:n_valid] (+)= A[0:m_valid, 0:kc] · Bpanel[0:kc, n_begin:n_valid]:
+// the whole MR×NR block is computed, but only rows < m_valid and columns in
+// [n_begin, n_valid) are loaded, stored and given the epilogue (partial
+// vectors through masked moves: nothing outside is touched). A is read
+// either in place (a_k_stride == 1: row i at a + i·a_row_stride; rows ≥
+// m_valid read row m_valid − 1 instead, so no read leaves the matrix) or
+// packed (a_row_stride == 1, a_k_stride == MR).
 struct GemmMicrokernelArgs {
   int64_t kc = 0;
   const float* a = nullptr;
   int64_t a_row_stride = 0, a_k_stride = 1;
   int64_t m_valid = 0;
+  int64_t n_begin = 0;       // 0 for a whole block
   int64_t n_valid = 0;       // NR for a whole block
   const float* b = nullptr;  // kc rows of NR floats, 64-byte aligned
   float* c = nullptr;

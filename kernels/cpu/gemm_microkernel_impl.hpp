@@ -10,6 +10,8 @@
 // MR scalars of A (BLIS's microkernel, Van Zee & van de Geijn 2015).
 #include <xsimd/xsimd.hpp>
 
+#include <algorithm>
+
 #if defined(__SSE2__)
 #include <immintrin.h>
 #endif
@@ -17,21 +19,22 @@
 #include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
 #include "kernels/cpu/simd_fma.hpp"
+#include "kernels/cpu/simd_lanes.hpp"
 
 namespace tessera::kernels::cpu {
 namespace {
 
-template <class Batch>
+// load(p) reads the vector at p: a whole one, or only the block's valid
+// lanes at an edge (simd_lanes.hpp).
+template <class Batch, class Load>
 inline Batch apply_microtile_epilogue(Batch x, const GemmMicrotileEpilogue& ep, int64_t i,
-                                      int64_t j) {
-  if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_unaligned(ep.bias + j);
+                                      int64_t j, Load load) {
+  if (ep.bias_kind == GemmBias::kPerColumn) x += load(ep.bias + j);
   if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[i]);
   const bool residual_before = ep.residual_position == GemmResidual::kBeforeActivation;
-  if (ep.residual && residual_before)
-    x += Batch::load_unaligned(ep.residual + i * ep.ld_residual + j);
+  if (ep.residual && residual_before) x += load(ep.residual + i * ep.ld_residual + j);
   x = activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
-  if (ep.residual && !residual_before)
-    x += Batch::load_unaligned(ep.residual + i * ep.ld_residual + j);
+  if (ep.residual && !residual_before) x += load(ep.residual + i * ep.ld_residual + j);
   return x;
 }
 
@@ -102,9 +105,10 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
     for (int64_t k = 0; k < kc; ++k) step(b + k * NR, [&](int i) { return a[k * MR + i]; });
   }
 
-  // Only rows [0, m_valid) and columns [0, n_valid) are read back and
-  // written: an edge block goes straight to C, with no scratch copy.
-  const int64_t m_valid = args.m_valid, n_valid = args.n_valid;
+  // Only rows [0, m_valid) and columns [n_begin, n_valid) are read back and
+  // written: an edge block goes straight to C, its partial vectors through
+  // masked loads and stores.
+  const int64_t m_valid = args.m_valid, n_begin = args.n_begin, n_valid = args.n_valid;
   const bool load_c = args.load_c;
   auto store_block = [&](const GemmMicrotileEpilogue* ep) __attribute__((always_inline)) {
 #pragma GCC unroll 16
@@ -113,10 +117,22 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
         if (v * W >= n_valid) break;
+        if ((v + 1) * W <= n_begin) continue;
+        float* cv = c + i * ldc + v * W;
         Batch x = acc[i][v];
-        if (load_c) x += Batch::load_unaligned(c + i * ldc + v * W);
-        if (ep) x = apply_microtile_epilogue(x, *ep, i, v * W);
-        x.store_unaligned(c + i * ldc + v * W);
+        if (v * W >= n_begin && (v + 1) * W <= n_valid) {
+          const auto load = [](const float* p) { return Batch::load_unaligned(p); };
+          if (load_c) x += load(cv);
+          if (ep) x = apply_microtile_epilogue(x, *ep, i, v * W, load);
+          x.store_unaligned(cv);
+        } else {
+          const int lo = static_cast<int>(std::max<int64_t>(0, n_begin - v * W));
+          const int hi = static_cast<int>(std::min<int64_t>(W, n_valid - v * W));
+          const auto load = [lo, hi](const float* p) { return load_lanes<Arch>(p, lo, hi); };
+          if (load_c) x += load(cv);
+          if (ep) x = apply_microtile_epilogue(x, *ep, i, v * W, load);
+          store_lanes<Arch>(cv, x, lo, hi);
+        }
       }
     }
   };

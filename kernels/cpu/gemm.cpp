@@ -150,6 +150,18 @@ std::string_view gemm_isa_name(GemmIsa isa) {
   return "unknown";
 }
 
+int64_t gemm_isa_vector_floats(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kAvx512:
+      return 16;
+    case GemmIsa::kAvx2:
+      return 8;
+    case GemmIsa::kPortable:
+      break;
+  }
+  return 4;
+}
+
 GemmIsa gemm_isa() {
   return g_isa.load(std::memory_order_relaxed);
 }
@@ -165,11 +177,18 @@ const GemmMicrokernel& gemm_default_microkernel() {
   return first_microkernel(gemm_isa());
 }
 
+int64_t gemm_microkernel_column_cost(const GemmMicrokernel& kernel, int64_t n) {
+  const int64_t padded = (n + kernel.nr - 1) / kernel.nr * kernel.nr;
+  const bool one_vector = kernel.nr == gemm_isa_vector_floats(kernel.isa);
+  return padded * (one_vector ? 5 : 4);
+}
+
 const GemmMicrokernel& gemm_microkernel_for_columns(int64_t n) {
   const GemmMicrokernel* best = &gemm_default_microkernel();
-  const auto padded = [n](const GemmMicrokernel& k) { return (n + k.nr - 1) / k.nr * k.nr; };
   for (const GemmMicrokernel& k : kMicrokernels)
-    if (k.isa == best->isa && padded(k) < padded(*best)) best = &k;
+    if (k.isa == best->isa &&
+        gemm_microkernel_column_cost(k, n) < gemm_microkernel_column_cost(*best, n))
+      best = &k;
   return *best;
 }
 

@@ -56,6 +56,8 @@ struct GemmMicrokernel {
 std::span<const GemmMicrokernel> gemm_microkernels();
 bool gemm_isa_supported(GemmIsa isa);
 std::string_view gemm_isa_name(GemmIsa isa);
+// Floats per vector register of the ISA's microkernels (16, 8, 4).
+int64_t gemm_isa_vector_floats(GemmIsa isa);
 
 // The ISA in use: the best the CPU supports unless set_gemm_isa() forced one.
 GemmIsa gemm_isa();
@@ -65,12 +67,16 @@ void set_gemm_isa(GemmIsa isa);
 // The microkernel pack_b() uses now (the first of gemm_isa() in the manifest).
 const GemmMicrokernel& gemm_default_microkernel();
 
-// The microkernel of gemm_isa() for a B of n columns: the default one
-// unless another of the same ISA pads n to fewer columns (its NR divides n
-// more closely: N = 96 runs as 3 panels of 32, not 2 of 64 with 32 columns
-// computed and dropped). The FMAs spent on padding are what this saves; the
-// kernels of one ISA have the same accumulator count, so about the same
-// speed per useful column otherwise.
+// The microkernel of gemm_isa() for a B of n columns: the one with the
+// lowest gemm_microkernel_column_cost(), the default one on ties (N = 96
+// runs as 3 panels of 32, not 2 of 64 with 32 columns computed and dropped;
+// N = 16 as one panel of 16). The FMAs spent on padding are what this saves.
+// n padded to the kernel's NR, in columns, weighted 5/4 for a kernel whose
+// NR is a single vector: it loads a B vector and MR broadcasts for only MR
+// FMAs per k step, and ran 0.66-0.85x the 6x64 kernel's speed per column on
+// bench_sgemm's tile shapes (AVX-512, 1 thread), so it is chosen only where
+// it saves more than a fifth of the columns computed.
+int64_t gemm_microkernel_column_cost(const GemmMicrokernel& kernel, int64_t n);
 const GemmMicrokernel& gemm_microkernel_for_columns(int64_t n);
 
 // Cache blocking inside gemm_tile(), BLIS's loops (Van Zee & van de Geijn

@@ -446,7 +446,7 @@ TEST_CASE("the ISA is chosen once; set_gemm_isa forces each supported one") {
   set_gemm_isa(chosen);
 }
 
-TEST_CASE("gemm_microkernel_for_columns pads N to the fewest columns, default on ties") {
+TEST_CASE("gemm_microkernel_for_columns: the lowest column cost, default on ties") {
   const GemmIsa chosen = gemm_isa();
   for (GemmIsa isa : {GemmIsa::kPortable, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
     if (!gemm_isa_supported(isa)) continue;
@@ -456,11 +456,21 @@ TEST_CASE("gemm_microkernel_for_columns pads N to the fewest columns, default on
       INFO(gemm_isa_name(isa), " n ", n);
       const GemmMicrokernel& k = gemm_microkernel_for_columns(n);
       CHECK(k.isa == isa);
-      const auto padded = [n](const GemmMicrokernel& x) { return (n + x.nr - 1) / x.nr * x.nr; };
+      const int64_t cost = gemm_microkernel_column_cost(k, n);
+      // The cost is the padded column count, weighted for one-vector kernels.
+      const int64_t padded = (n + k.nr - 1) / k.nr * k.nr;
+      CHECK(cost == padded * (k.nr == gemm_isa_vector_floats(isa) ? 5 : 4));
       for (const GemmMicrokernel& other : gemm_microkernels())
-        if (other.isa == isa) CHECK(padded(k) <= padded(other));
-      if (padded(fallback) == padded(k)) CHECK(&k == &fallback);
+        if (other.isa == isa) CHECK(cost <= gemm_microkernel_column_cost(other, n));
+      if (gemm_microkernel_column_cost(fallback, n) == cost) CHECK(&k == &fallback);
     }
+  }
+  if (gemm_isa_supported(GemmIsa::kAvx512)) {
+    set_gemm_isa(GemmIsa::kAvx512);
+    CHECK(gemm_microkernel_for_columns(16).nr == 16);   // 16 columns, not 32
+    CHECK(gemm_microkernel_for_columns(24).nr == 32);   // 32 either way: two vectors
+    CHECK(gemm_microkernel_for_columns(64).nr == 64);   // the default
+    CHECK(gemm_microkernel_for_columns(112).nr != 16);  // 112 vs 128 saves only 1/8
   }
   set_gemm_isa(chosen);
 }

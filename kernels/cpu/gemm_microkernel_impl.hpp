@@ -27,8 +27,8 @@ namespace {
 // load(p) reads the vector at p: a whole one, or only the block's valid
 // lanes at an edge (simd_lanes.hpp).
 template <class Batch, class Load>
-inline Batch apply_microtile_epilogue(Batch x, const GemmMicrotileEpilogue& ep, int64_t i,
-                                      int64_t j, Load load) {
+__attribute__((always_inline)) inline Batch apply_microtile_epilogue(
+    Batch x, const GemmMicrotileEpilogue& ep, int64_t i, int64_t j, Load load) {
   if (ep.bias_kind == GemmBias::kPerColumn) x += load(ep.bias + j);
   if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[i]);
   const bool residual_before = ep.residual_position == GemmResidual::kBeforeActivation;

@@ -1,4 +1,5 @@
 // `tessera compile MODEL.onnx -o MODEL.tess`: import, compile, save, report.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -125,13 +126,25 @@ BuiltTileGraph build_tile_graph(graph::Graph g, const graph::CompileOptions& opt
   if (args.no_sparse_kernels)
     for (std::string_view v : {"cpu.gemm_sparse", "cpu.matmul_sparse", "cpu.conv_sparse"})
       disabled.push_back(v);
-  const auto choices =
-      kernels::choose_kernels(tiles,
-                              args.reference_kernels ? kernels::KernelPolicy::ReferenceOnly
-                                                     : kernels::KernelPolicy::Fastest,
-                              disabled);
-  built.layouts = kernels::assign_layouts(
-      tiles, args.layout == "nchw" ? kernels::LayoutPolicy::Nchw : kernels::LayoutPolicy::Auto);
+  const kernels::KernelPolicy policy = args.reference_kernels ? kernels::KernelPolicy::ReferenceOnly
+                                                              : kernels::KernelPolicy::Fastest;
+  const kernels::LayoutPolicy layout_policy =
+      args.layout == "nchw" ? kernels::LayoutPolicy::Nchw : kernels::LayoutPolicy::Auto;
+  // Layouts follow from the kernels (NHWC where they all allow it), and some
+  // choices follow from the layouts (cpu.conv_sparse's crossovers differ
+  // between NCHW and NHWC): choose with every tensor NCHW, assign layouts,
+  // choose again with them, and repeat while a choice changes (the variants
+  // of one op support the same layouts today, so the second pass agrees).
+  auto choices = kernels::choose_kernels(tiles, policy, disabled);
+  built.layouts = kernels::assign_layouts(tiles, layout_policy);
+  for (int pass = 0; pass < 3; ++pass) {
+    auto again = kernels::choose_kernels(tiles, policy, disabled);
+    const bool same = std::equal(choices.begin(), choices.end(), again.begin(),
+                                 [](const auto& x, const auto& y) { return x.kernel == y.kernel; });
+    choices = std::move(again);
+    if (same) break;
+    built.layouts = kernels::assign_layouts(tiles, layout_policy);
+  }
   if (report) {
     for (size_t i = 0; i < choices.size(); ++i) {
       graph::OpReport& op = report->ops[i];

@@ -16,7 +16,7 @@ std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy p
     for (int32_t t : op.inputs) {
       const graph::CompiledTensor& tensor = graph.tensors[t];
       const bool constant = tensor.storage == graph::TensorStorage::Weight;
-      inputs.push_back({constant ? tensor.weight.data() : nullptr, &tensor.shape});
+      inputs.push_back({constant ? tensor.weight.data() : nullptr, &tensor.shape, tensor.layout});
     }
     std::vector<const TileKernelVariant*> variants;
     for (const std::string& name : tile_kernel_variants(op.type))

@@ -23,7 +23,11 @@ enum class KernelPolicy {
 
 // Sets Operator::kernel of every op in `graph`; returns one entry per op.
 // Variants named in `disabled` are never chosen (A/B runs, e.g. tessera
-// compile --no-winograd); the report says they were disabled.
+// compile --no-winograd); the report says they were disabled. A variant's
+// applies() sees the tensors' current layouts (CompiledTensor::layout): run
+// it again after assign_layouts() so that choices whose speed depends on
+// the layout (cpu.conv_sparse's density crossovers) see the one the
+// tensors will have.
 std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy policy,
                                          std::span<const std::string_view> disabled = {});
 

@@ -114,6 +114,14 @@ constexpr double kMaxDensityOther = 0.20;
 // (CV1, CV3, CV10), 55% and above elsewhere.
 constexpr double kMaxDensityNhwcVsWinograd = 0.08;
 constexpr double kMaxDensityNhwcOther = 0.30;
+// Against Winograd on maps of at most 28×28 outputs, where CV9 crossed at
+// ~20%: in a whole model Winograd also streams its 36 transformed weight
+// matrices (4× the conv's weights) from memory, which the sweep's hot
+// weights hide. Pruned ResNet-50 at 90% (tessera run --profile, 1 thread,
+// three rounds): layer2's three 28×28×128 3×3 convs took 0.94-0.98 ms each
+// sparse against 1.32-2.09 ms Winograd.
+constexpr double kMaxDensityNhwcVsWinogradSmallMap = 0.20;
+constexpr int64_t kSmallMapPixels = 28 * 28;
 
 struct ConvSparsePrepared {
   cpu::ConvGeometry geometry;
@@ -481,7 +489,9 @@ double conv_sparse_max_density(const graph::Operator& op, std::span<const ConstT
   // residual in NHWC, which is what layout assignment gives convs).
   const bool winograd = !cpu::conv_winograd_applies(op, inputs);
   if (is_nhwc(inputs[0].layout, g))
-    return winograd ? kMaxDensityNhwcVsWinograd : kMaxDensityNhwcOther;
+    return !winograd                              ? kMaxDensityNhwcOther
+           : g.out_h * g.out_w <= kSmallMapPixels ? kMaxDensityNhwcVsWinogradSmallMap
+                                                  : kMaxDensityNhwcVsWinograd;
   if (winograd) return kMaxDensityVsWinograd;
   const bool pointwise = g.k_h == 1 && g.k_w == 1;
   return pointwise && g.out_h * g.out_w < kFewPixels ? kMaxDensityPointwiseFewPixels
@@ -498,13 +508,14 @@ std::optional<std::string> conv_sparse_applies(const graph::Operator& op,
                                           static_cast<double>(count);
   const double max_density = conv_sparse_max_density(op, inputs);
   if (density < max_density) return std::nullopt;
-  char why[320];
+  char why[512];
   std::snprintf(why, sizeof why,
                 "weight density %.1f%%: not sparse enough to beat the dense conv (SparDR pays "
                 "below %.0f%% density here; measured crossovers: NHWC %.0f%% against "
-                "Winograd, else %.0f%%; NCHW %.0f%% against Winograd, %.0f%% for 1x1 with < "
-                "%lld output pixels, else %.0f%%)",
+                "Winograd (%.0f%% on maps up to %lld pixels), else %.0f%%; NCHW %.0f%% against "
+                "Winograd, %.0f%% for 1x1 with < %lld output pixels, else %.0f%%)",
                 100.0 * density, 100.0 * max_density, 100.0 * kMaxDensityNhwcVsWinograd,
+                100.0 * kMaxDensityNhwcVsWinogradSmallMap, static_cast<long long>(kSmallMapPixels),
                 100.0 * kMaxDensityNhwcOther, 100.0 * kMaxDensityVsWinograd,
                 100.0 * kMaxDensityPointwiseFewPixels, static_cast<long long>(kFewPixels),
                 100.0 * kMaxDensityOther);

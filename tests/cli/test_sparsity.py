@@ -15,7 +15,9 @@ Checks, on a small CNN whose first conv has a pruned output channel (weights and
   (f) "bits": 8 on a MatMul / Gemm weight picks cpu.matmul_int8 / cpu.gemm_int8 (on CPUs with
       AVX-512 VNNI; elsewhere the report must not) and the outputs stay within
       int8_error_bound (gemm_int8.hpp) of ONNX Runtime's float32 ones, element by element,
-      while the unannotated MatMul stays float.
+      while the unannotated MatMul stays float;
+  (g) a conv whose density lies between cpu.conv_sparse's NCHW and NHWC crossovers runs sparse
+      with NHWC activations and dense with --layout nchw (the choice sees the layout it runs in).
 Prints `N passed, M failed`; exits 1 if M > 0.
 
     test_sparsity.py --tessera PATH --work-dir DIR
@@ -281,6 +283,51 @@ def main() -> int:
     lines = r.stderr.strip().splitlines()
     check(0 < r.returncode < 128 and len(lines) == 1 and lines[0].startswith("error:"),
           f"{what}: exit {r.returncode}, stderr {r.stderr!r}")
+
+  # (g) the kernel choice sees the layout the conv will run in: a 3x3 conv at 25% density, 14x14
+  # (no Winograd), sits between cpu.conv_sparse's NCHW bound against cpu.conv_gemm (20%) and
+  # its NHWC one (30%): sparse with NHWC activations, dense with --layout nchw, same outputs.
+  wl = rng.standard_normal([16, 16, 3, 3]).astype(np.float32)
+  wl[rng.random(wl.shape) >= 0.25] = 0.0
+  layout_nodes = [
+      helper.make_node("Conv", ["x", "wa"], ["ca"], name="conv_a", kernel_shape=[1, 1]),
+      helper.make_node("Relu", ["ca"], ["ra"], name="relu_a"),
+      helper.make_node("Conv", ["ra", "wl"], ["cl"], name="conv_pruned", kernel_shape=[3, 3],
+                       pads=[1, 1, 1, 1]),
+      helper.make_node("Relu", ["cl"], ["rl"], name="relu_l"),
+      helper.make_node("Conv", ["rl", "wb"], ["y"], name="conv_b", kernel_shape=[1, 1]),
+  ]
+  layout_model = helper.make_model(
+      helper.make_graph(layout_nodes, "layout_choice",
+                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 14, 14])],
+                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 14, 14])],
+                        [numpy_helper.from_array(rng.standard_normal([16, 3, 1, 1]).astype(np.float32), "wa"),
+                         numpy_helper.from_array(wl, "wl"),
+                         numpy_helper.from_array(rng.standard_normal([8, 16, 1, 1]).astype(np.float32), "wb")]),
+      opset_imports=[helper.make_opsetid("", 13)])
+  layout_model.ir_version = 8
+  layout_path = os.path.join(work, "layout_choice.onnx")
+  onnx.save(layout_model, layout_path)
+  xl = rng.standard_normal([1, 3, 14, 14]).astype(np.float32)
+  xl_path = os.path.join(work, "xl.npy")
+  np.save(xl_path, xl)
+  want = ort.InferenceSession(layout_model.SerializeToString(),
+                              providers=["CPUExecutionProvider"]).run(None, {"x": xl})[0]
+  for layout, kernel in (("auto", "cpu.conv_sparse"), ("nchw", "cpu.conv_gemm")):
+    tess = os.path.join(work, f"layout_{layout}.tess")
+    report = run([args.tessera, "compile", layout_path, "-o", tess, "--sparsity", "auto",
+                  "--layout", layout]).stdout
+    chosen = re.search(r"^\s+conv_pruned\s+Conv\s+(\S+)", report, re.MULTILINE)
+    check(chosen is not None and chosen.group(1) == kernel,
+          f"--layout {layout}: conv_pruned ran {chosen.group(1) if chosen else '?'}, want {kernel}")
+    out_dir = os.path.join(work, f"out_layout_{layout}")
+    os.makedirs(out_dir, exist_ok=True)
+    run([args.tessera, "run", tess, "--input", f"x={xl_path}", "--output-dir", out_dir,
+         "--iterations", 1, "--warmup", 0])
+    got = np.load(os.path.join(out_dir, "y.npy"))
+    check(got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-4),
+          f"--layout {layout}: outputs differ from ONNX Runtime by "
+          f"{np.abs(got - want).max() if got.shape == want.shape else got.shape}")
 
   return finish(failures, f"{passed} passed, {len(failures)} failed")
 

@@ -73,9 +73,13 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
   const float* b = args.b;
   const int64_t kc = args.kc;
   // One k step: NV vectors of B, MR broadcasts of A, MR·NV FMAs.
-  auto step = [&](const float* bk, auto a_of_row) {
+  // The next block of B's lines, one per k step into L2 (prefetch_next).
+  const float* next = args.prefetch_next;
+  const int64_t next_lines = next ? args.prefetch_lines : 0;
+  auto step = [&](int64_t k, const float* bk, auto a_of_row) {
 #pragma GCC unroll 8
     for (int l = 0; l < kBLines; ++l) __builtin_prefetch(bk + kPrefetchBSteps * NR + l * 16);
+    if (k < next_lines) __builtin_prefetch(next + k * 16, 0, 2);
     Batch bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) bv[v] = Batch::load_aligned(bk + v * W);
@@ -96,13 +100,13 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
       // Unrolled by 4: the loop counter and pointer updates are amortised
       // over 4·MR·NV FMAs.
 #pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; ++k) step(b + k * NR, [&](int i) { return rows[i][k]; });
+    for (int64_t k = 0; k < kc; ++k) step(k, b + k * NR, [&](int i) { return rows[i][k]; });
   } else {
     // A packed as kc groups of MR consecutive scalars: one pointer, the
     // broadcasts at constant offsets from it.
     const float* a = args.a;
 #pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; ++k) step(b + k * NR, [&](int i) { return a[k * MR + i]; });
+    for (int64_t k = 0; k < kc; ++k) step(k, b + k * NR, [&](int i) { return a[k * MR + i]; });
   }
 
   // Only rows [0, m_valid) and columns [n_begin, n_valid) are read back and

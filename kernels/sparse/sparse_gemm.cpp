@@ -65,15 +65,7 @@ void check_shape(const char* what, int64_t k, int64_t n, int64_t ldb, bool trans
 // Rows of A per CSR panel: 4 vectors of the ISA (csr_tile's MV), so one
 // broadcast of w and one index load feed 4 FMAs.
 int64_t csr_panel_rows(GemmIsa isa) {
-  switch (isa) {
-    case GemmIsa::kAvx512:
-      return 64;
-    case GemmIsa::kAvx2:
-      return 32;
-    case GemmIsa::kPortable:
-      break;
-  }
-  return 16;
+  return 4 * cpu::gemm_isa_vector_floats(isa);
 }
 
 // Rows of K per CSR k-block. The [KB, MB] panel of A^T takes 32 KB, 2/3 of

@@ -163,6 +163,7 @@ double source_coordinate(int64_t x, double scale, int64_t in, int64_t out,
 TEST_CASE("Resize nearest (every nearest_mode) and linear, every coordinate mode, vs naive") {
   const double kAmbiguous = 1e-4;  // float and double may round a tie differently
   int64_t checked = 0, total = 0;
+  int64_t nearest_checked = 0, nearest_total = 0;  // ties are in nearest modes only
   for (int trial = 0; trial < 200; ++trial) {
     const uint64_t seed = base_seed() + 24000 + trial;
     INFO("seed " << seed);
@@ -232,7 +233,10 @@ TEST_CASE("Resize nearest (every nearest_mode) and linear, every coordinate mode
         }
       }
       ++total;
+      const bool nearest = op.attrs.resize_mode == graph::ResizeMode::Nearest;
+      nearest_total += nearest;
       if (ambiguous) continue;
+      nearest_checked += nearest;
       double sum = 0;
       std::vector<size_t> pick(rank, 0);
       for (;;) {
@@ -254,8 +258,12 @@ TEST_CASE("Resize nearest (every nearest_mode) and linear, every coordinate mode
     }
     check_tiling(kernel, op, {x}, out, got, rng);
   }
-  // Ties are skipped, but they must stay the exception.
-  CHECK(checked > total * 3 / 4);
+  // Linear modes skip nothing. The k/4 scales put many nearest-mode source
+  // coordinates exactly on a tie (42-60% of them checked over seeds
+  // 1000-1015), so a bound on the whole would depend on the seed; a quarter
+  // still fails a tie test that skips everything.
+  CHECK(checked - nearest_checked == total - nearest_total);
+  CHECK(nearest_checked * 4 > nearest_total);
 }
 
 }  // namespace

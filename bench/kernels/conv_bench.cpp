@@ -50,6 +50,7 @@ struct ConvBench {
   int64_t row_begin, row_end;  // output rows of the tile (all channels, full width)
   int64_t stride = 1;
   graph::Layout layout = graph::Layout::NCHW;  // of X and Y
+  bool nchw_input = false;                     // X NCHW whatever `layout` (a model's input)
 };
 
 // Best time of `repetitions` runs of the tile, each run repeated until it
@@ -98,7 +99,9 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
   const std::vector<float> x = random(x_shape), w = random(w_shape), bias = random(bias_shape);
   std::vector<float> y(static_cast<size_t>(graph::shape_numel(y_shape)));
   const kernels::ConstTensorView inputs[] = {
-      {x.data(), &x_shape, b.layout}, {w.data(), &w_shape}, {bias.data(), &bias_shape}};
+      {x.data(), &x_shape, b.nchw_input ? graph::Layout::NCHW : b.layout},
+      {w.data(), &w_shape},
+      {bias.data(), &bias_shape}};
   const kernels::ConstTensorView constant_views[] = {
       {nullptr, &x_shape}, {w.data(), &w_shape}, {bias.data(), &bias_shape}};
   const std::span<const kernels::ConstTensorView> constants(constant_views);
@@ -254,6 +257,13 @@ int main(int argc, char** argv) {
       {"56x56 64->64 3x3, rows 0:28 NHWC", 64, 64, 56, 3, 1, 0, 28, 1, kNhwcLayout},
       {"28x28 128->128 3x3, rows 0:14 NHWC", 128, 128, 28, 3, 1, 0, 14, 1, kNhwcLayout},
       {"14x14 256->256 3x3, rows 0:7 NHWC", 256, 256, 14, 3, 1, 0, 7, 1, kNhwcLayout},
+      // ResNet-50's stem (NCHW model input, NHWC out) and strided 1×1
+      // downsamples, as the 1-thread tiler's half-image tiles.
+      {"224x224 3->64 7x7 s2 (stem), rows 0:56 NCHW->NHWC", 3, 64, 224, 7, 1, 0, 56, 2, kNhwcLayout,
+       true},
+      {"56x56 256->512 1x1 s2, rows 0:14 NHWC", 256, 512, 56, 1, 1, 0, 14, 2, kNhwcLayout},
+      {"28x28 512->1024 1x1 s2, rows 0:7 NHWC", 512, 1024, 28, 1, 1, 0, 7, 2, kNhwcLayout},
+      {"14x14 1024->2048 1x1 s2, rows 0:4 NHWC", 1024, 2048, 14, 1, 1, 0, 4, 2, kNhwcLayout},
   };
   // An optional third argument keeps only the cases whose label contains it.
   const std::string only = argc > 3 ? argv[3] : "";

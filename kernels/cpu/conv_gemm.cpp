@@ -162,29 +162,55 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   } else {
     const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
     const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
-    float* window = grown(scratch.input, window_rows * window_cols * c + kRunSlackFloats);
+    const int64_t ih_begin = oh_begin * g.stride_h - g.pad_top;
+    const int64_t iw_begin = ow_begin * g.stride_w - g.pad_left;
     const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
-    gather_input_window(image, x_nhwc, g, oh_begin * g.stride_h - g.pad_top, window_rows,
-                        ow_begin * g.stride_w - g.pad_left, window_cols, window);
+    // An NHWC window with no padding in it is a block of the input itself:
+    // the patches are gathered from there. A strided 1×1 conv (ResNet-50's
+    // downsamples) then reads only the pixels it uses, not every input row
+    // twice (once into the window, once from it into the patches): in a
+    // model the input comes from L3, not L2.
+    const bool window_in_input = x_nhwc && ih_begin >= 0 && iw_begin >= 0 &&
+                                 ih_begin + window_rows <= g.in_h &&
+                                 iw_begin + window_cols <= g.in_w;
+    const float* window = nullptr;
+    int64_t window_pitch = window_cols * c;  // floats from one window row to the next
+    if (window_in_input) {
+      window = image + (ih_begin * g.in_w + iw_begin) * c;
+      window_pitch = g.in_w * c;
+    } else {
+      float* panel = grown(scratch.input, window_rows * window_cols * c + kRunSlackFloats);
+      gather_input_window(image, x_nhwc, g, ih_begin, window_rows, iw_begin, window_cols, panel);
+      window = panel;
+    }
     a = window;
-    if (g.k_h != 1 || g.k_w != 1 || g.stride_h != 1 || g.stride_w != 1) {
+    if (g.k_h != 1 || g.k_w != 1 || g.stride_h != 1 || g.stride_w != 1 || window_in_input) {
       float* patches = grown(scratch.patches, pixels * k + kRunSlackFloats);
       // A whole kernel row is one run of kW·C floats when dilation_w == 1.
       const bool rows_contiguous = g.dilation_w == 1;
       const int64_t run = rows_contiguous ? g.k_w * c : c;
+      // copy_run() reads up to 15 floats past a run that is not whole
+      // 64-byte blocks: fine in the panel (it has slack), not past the input.
+      const bool exact_runs = !window_in_input || run % kRunSlackFloats == 0;
+      auto copy = [exact_runs](float* dst, const float* src, int64_t floats) {
+        if (exact_runs)
+          copy_run(dst, src, floats);
+        else
+          std::memcpy(dst, src, static_cast<size_t>(floats) * sizeof(float));
+      };
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t j = 0; j < cols; ++j) {
           float* patch = patches + (r * cols + j) * k;
           for (int64_t kh = 0; kh < g.k_h; ++kh) {
             const float* src =
-                window + ((r * g.stride_h + kh * g.dilation_h) * window_cols + j * g.stride_w) * c;
+                window + (r * g.stride_h + kh * g.dilation_h) * window_pitch + j * g.stride_w * c;
             if (rows_contiguous) {
-              copy_run(patch, src, run);
+              copy(patch, src, run);
               patch += run;
               continue;
             }
             for (int64_t kw = 0; kw < g.k_w; ++kw, patch += c)
-              copy_run(patch, src + kw * g.dilation_w * c, c);
+              copy(patch, src + kw * g.dilation_w * c, c);
           }
         }
       }

@@ -503,6 +503,18 @@ TEST_CASE("cpu.conv_gemm: every mix of NCHW and NHWC input, output and residual"
        .activation = Activation::Relu},
       {.channels = 9, .out_channels = 17, .in_h = 9, .in_w = 8, .stride_h = 2, .stride_w = 2},
       {.channels = 64, .out_channels = 129, .in_h = 40, .in_w = 41, .activation = Activation::Clip},
+      // No padding: an NHWC input is gathered from in place, runs of whole
+      // 16-float blocks (C = 32; 3 × 16) and not (3 × 5).
+      {.channels = 32, .out_channels = 20, .in_h = 7, .in_w = 9, .stride_h = 2, .stride_w = 3},
+      {.channels = 16, .out_channels = 24, .in_h = 6, .in_w = 8, .k_h = 3, .k_w = 3},
+      {.channels = 5,
+       .out_channels = 7,
+       .in_h = 9,
+       .in_w = 6,
+       .k_h = 3,
+       .k_w = 3,
+       .stride_h = 2,
+       .activation = Activation::Relu},
   };
   for (const ConvSpec& base : specs)
     for (int residual = 0; residual < 2; ++residual)

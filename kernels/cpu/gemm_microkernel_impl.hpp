@@ -69,6 +69,19 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
     for (int l = 0; l < NR; l += 16) __builtin_prefetch(c + i * ldc + l, 1);
     __builtin_prefetch(c + i * ldc + NR - 1, 1);
   }
+  // The same for a fused residual, read beside C in the epilogue: unfetched,
+  // its lines stalled the epilogue of every block of a short k loop (1×1
+  // conv, K = 64, + residual: 0.53 against 0.37 ms without, bench_conv).
+  if (args.epilogue && args.epilogue->residual) {
+    const float* r = args.epilogue->residual;
+    const int64_t ldr = args.epilogue->ld_residual;
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 8
+      for (int l = 0; l < NR; l += 16) __builtin_prefetch(r + i * ldr + l);
+      __builtin_prefetch(r + i * ldr + NR - 1);
+    }
+  }
 
   const float* b = args.b;
   const int64_t kc = args.kc;
@@ -151,6 +164,24 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
   // With a short k loop (1×1 convs over few channels) that dispatch cost as
   // much as the FMAs. Rare forms keep the generic path.
   GemmMicrotileEpilogue ep = *args.epilogue;
+  // ResNet's residual blocks: bias, the residual, then ReLU or nothing.
+  if (ep.residual != nullptr && ep.bias_kind == GemmBias::kPerColumn &&
+      ep.residual_position == GemmResidual::kBeforeActivation) {
+    ep.bias_kind = GemmBias::kPerColumn;
+    ep.residual_position = GemmResidual::kBeforeActivation;
+    switch (ep.activation) {
+      case GemmActivation::kNone:
+        ep.activation = GemmActivation::kNone;
+        store_block(&ep);
+        return;
+      case GemmActivation::kRelu:
+        ep.activation = GemmActivation::kRelu;
+        store_block(&ep);
+        return;
+      default:
+        break;
+    }
+  }
   if (ep.residual == nullptr && ep.bias_kind == GemmBias::kPerColumn) {
     ep.bias_kind = GemmBias::kPerColumn;
     ep.residual = nullptr;

@@ -23,6 +23,9 @@ constexpr int64_t kMinWorkPerTile = 16 * 1024;
 // runs of rows; past that it cuts channels (tile_op_output): two AVX-512
 // vectors of GEMM rows.
 constexpr int64_t kMinConvPixelsPerTile = 32;
+// Column and channel tiles are cut at multiples of this: the widest GEMM
+// panel; one head of BERT-base.
+constexpr int64_t kColumnTileAlign = 64;
 
 std::vector<Shape> input_shapes(const Graph& graph, const Operator& op) {
   std::vector<Shape> shapes;
@@ -183,13 +186,31 @@ std::vector<std::pair<int64_t, int64_t>> even_chunks(int64_t extent, int64_t par
   return chunks;
 }
 
+// Runs of output channels for a conv's channel tiles: whole GEMM panels
+// (kColumnTileAlign, else 16-channel vectors when there are too few panels
+// to go round), the remainder in the last run. Even runs would start and end
+// inside panels: MobileNetV2's 7×7 projections (320 channels, four tiles at
+// two threads) ran 80-channel tiles that each computed two 64-wide panels,
+// 1.6× the FMAs.
+std::vector<std::pair<int64_t, int64_t>> channel_chunks(int64_t channels, int64_t parts) {
+  int64_t align = kColumnTileAlign;
+  if (channels / align < parts) align = 16;
+  const int64_t units = std::max<int64_t>(1, channels / align);
+  parts = std::min(parts, units);
+  if (parts <= 1) return {{0, channels}};
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  for (int64_t i = 0; i < parts; ++i)
+    chunks.emplace_back(i * units / parts * align,
+                        i + 1 == parts ? channels : (i + 1) * units / parts * align);
+  return chunks;
+}
+
 // A MatMul or Gemm whose B is one [K, N] matrix shared by all its rows, and
 // larger than A (N > rows): row tiles would each stream all of B (GPT-2's LM
 // head: 154 MB of B, four row tiles, four passes: 44% of the model's time at
 // one thread), column tiles each read their own slice of B once and re-read
 // only A, which stays in cache. Returns the column runs, whole multiples of
 // kColumnTileAlign except the last, or nothing when rows are the better cut.
-constexpr int64_t kColumnTileAlign = 64;  // the widest GEMM panel; one head of BERT-base
 
 std::vector<std::pair<int64_t, int64_t>> weight_column_runs(const Operator& op,
                                                             const std::vector<Shape>& in,
@@ -266,7 +287,7 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
     std::vector<Region> tiles;
     for (int64_t n = 0; n < images; ++n)
       for (auto [r0, r1] : even_chunks(out[2], per_image))
-        for (auto [c0, c1] : even_chunks(out[1], channel_parts)) {
+        for (auto [c0, c1] : channel_chunks(out[1], channel_parts)) {
           Region r = whole;
           r.begin[0] = n, r.end[0] = n + 1;
           r.begin[1] = c0, r.end[1] = c1;

@@ -187,6 +187,30 @@ TEST_CASE("tiler: convs with few pixels per image cut channels, not 1-row runs")
   // --tiles keeps the row tiling: 4 runs of 1-2 rows of the 7x7 output.
   auto forced = build_tile_nodes(b.g, TilerOptions{4, 2});
   for (size_t i = 0; i < 4; ++i) CHECK(forced[i].region.end[1] - forced[i].region.begin[1] == 64);
+
+  // Channel runs are whole 64-wide GEMM panels where there are enough
+  // (MobileNetV2's 7x7 projection to 320 channels: 64, 64, 64, 128, not
+  // four runs of 80 that each span two panels), else whole 16-channel
+  // vectors (96 channels in 4: 16, 32, 16, 32; 40 in 2: 16, 24).
+  for (const auto& [channels, bounds] :
+       {std::pair<int64_t, std::vector<int64_t>>{320, {0, 64, 128, 192, 320}},
+        std::pair<int64_t, std::vector<int64_t>>{96, {0, 16, 48, 64, 96}},
+        std::pair<int64_t, std::vector<int64_t>>{40, {0, 16, 40}}}) {
+    CAPTURE(channels);
+    GraphBuilder p;
+    const int32_t in = p.input("x", {1, 32, 7, 7});
+    const int32_t wp = p.weight("w", {channels, 32, 1, 1});
+    p.g.outputs = {
+        p.op(OpType::Conv, {in, wp}, spatial_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}))};
+    const auto tiles = build_tile_nodes(p.g, TilerOptions{0, 2});
+    check_tile_graph(p.g, tiles);
+    REQUIRE(tiles.size() + 1 == bounds.size());
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      CAPTURE(i);
+      CHECK(tiles[i].region.begin[1] == bounds[i]);
+      CHECK(tiles[i].region.end[1] == bounds[i + 1]);
+    }
+  }
 }
 
 TEST_CASE("tiler: a MatMul whose shared B is larger than A is cut by columns of 64") {

@@ -51,6 +51,7 @@ struct ConvBench {
   int64_t stride = 1;
   graph::Layout layout = graph::Layout::NCHW;  // of X and Y
   bool nchw_input = false;                     // X NCHW whatever `layout` (a model's input)
+  bool residual = false;                       // a fused residual Add (in `layout`)
 };
 
 // Best time of `repetitions` runs of the tile, each run repeated until it
@@ -97,14 +98,17 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
     return v;
   };
   const std::vector<float> x = random(x_shape), w = random(w_shape), bias = random(bias_shape);
+  const std::vector<float> residual = random(y_shape);
   std::vector<float> y(static_cast<size_t>(graph::shape_numel(y_shape)));
+  op.attrs.fused_residual = b.residual;
   const kernels::ConstTensorView inputs[] = {
       {x.data(), &x_shape, b.nchw_input ? graph::Layout::NCHW : b.layout},
       {w.data(), &w_shape},
-      {bias.data(), &bias_shape}};
+      {bias.data(), &bias_shape},
+      {residual.data(), &y_shape, b.layout}};
   const kernels::ConstTensorView constant_views[] = {
-      {nullptr, &x_shape}, {w.data(), &w_shape}, {bias.data(), &bias_shape}};
-  const std::span<const kernels::ConstTensorView> constants(constant_views);
+      {nullptr, &x_shape}, {w.data(), &w_shape}, {bias.data(), &bias_shape}, {nullptr, &y_shape}};
+  const std::span<const kernels::ConstTensorView> constants(constant_views, b.residual ? 4u : 3u);
   const graph::Region tile{{0, 0, b.row_begin, 0}, {1, b.out_channels, b.row_end, out_size}};
   const double flops = 2.0 * static_cast<double>(tile.numel()) *
                        static_cast<double>(b.channels / b.group * b.kernel * b.kernel);
@@ -122,7 +126,7 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
   const kernels::PreparedOp prepared = fast->prepare ? fast->prepare(op, constants) : nullptr;
   kernels::TileArgs args{.op = &op,
                          .inputs = inputs,
-                         .input_count = 3,
+                         .input_count = b.residual ? 4u : 3u,
                          .output = {y.data(), &y_shape, b.layout},
                          .region = &tile,
                          .prepared = prepared.get()};
@@ -254,6 +258,8 @@ int main(int argc, char** argv) {
       {"56x56 24->144 1x1, rows 0:28 NHWC", 24, 144, 56, 1, 1, 0, 28, 1, kNhwcLayout},
       {"28x28 32->192 1x1, rows 0:14 NHWC", 32, 192, 28, 1, 1, 0, 14, 1, kNhwcLayout},
       {"56x56 64->256 1x1, rows 0:28 NHWC", 64, 256, 56, 1, 1, 0, 28, 1, kNhwcLayout},
+      {"56x56 64->256 1x1 + residual, rows 0:28 NHWC", 64, 256, 56, 1, 1, 0, 28, 1, kNhwcLayout,
+       false, true},
       {"56x56 64->64 3x3, rows 0:28 NHWC", 64, 64, 56, 3, 1, 0, 28, 1, kNhwcLayout},
       {"28x28 128->128 3x3, rows 0:14 NHWC", 128, 128, 28, 3, 1, 0, 14, 1, kNhwcLayout},
       {"14x14 256->256 3x3, rows 0:7 NHWC", 256, 256, 14, 3, 1, 0, 7, 1, kNhwcLayout},

@@ -424,6 +424,37 @@ std::vector<std::pair<std::string, ConvSpec>> conv_edges() {
   return edges;
 }
 
+TEST_CASE(
+    "transpose_panel: every shape up to 6 x 40, packed and strided, nothing written outside") {
+  // Rows 2 and 3 into packed columns take the overlapping-store path; the
+  // sentinels after each destination row catch a store past column `cols`.
+  std::mt19937_64 rng(base_seed() + 17);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  constexpr float kSentinel = 1234.5f;
+  for (int64_t rows = 1; rows <= 6; ++rows)
+    for (int64_t cols = 1; cols <= 40; ++cols)
+      for (const int64_t extra : {int64_t{0}, int64_t{3}}) {
+        CAPTURE(rows);
+        CAPTURE(cols);
+        CAPTURE(extra);
+        const int64_t ld_src = cols + 5, ld_dst = rows + extra;
+        std::vector<float> src(static_cast<size_t>(rows * ld_src));
+        for (float& v : src) v = dist(rng);
+        std::vector<float> dst(static_cast<size_t>(cols * ld_dst + 8), kSentinel);
+        cpu::transpose_panel(src.data(), ld_src, rows, cols, dst.data(), ld_dst);
+        for (int64_t j = 0; j < cols; ++j)
+          for (int64_t i = 0; i < ld_dst; ++i) {
+            const float got = dst[static_cast<size_t>(j * ld_dst + i)];
+            if (i < rows)
+              CHECK(got == src[static_cast<size_t>(i * ld_src + j)]);
+            else
+              CHECK(got == kSentinel);
+          }
+        for (size_t k = static_cast<size_t>(cols * ld_dst); k < dst.size(); ++k)
+          CHECK(dst[k] == kSentinel);
+      }
+}
+
 TEST_CASE("cpu.conv_gemm matches the reference conv") {
   uint64_t seed = base_seed() * 7919u + 1;
   for (const auto& [name, spec] : conv_edges()) {

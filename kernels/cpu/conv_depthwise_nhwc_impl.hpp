@@ -61,45 +61,70 @@ inline float scalar_madd(float w, float x, float acc) {
 
 // The fused activation with the GEMM epilogue's arithmetic
 // (kernels/cpu/gemm_activation.hpp): the same bits as conv_gemm and cpu.unary.
+// ReLU and Clip are applied as each accumulator is stored. The others
+// (EfficientNet's SiLU) are deferred to a pass over each finished output row
+// (apply_deferred_activation): inside the store loop they were a call per
+// vector with every other accumulator of the block live, and all vector
+// registers are caller-saved, so each call spilled the block.
+inline bool activation_deferred(graph::Activation activation) {
+  return activation != graph::Activation::None && activation != graph::Activation::Relu &&
+         activation != graph::Activation::Clip;
+}
+
 template <class Batch>
-inline Batch activate_vector(Batch x, const DepthwiseContext& k) {
+__attribute__((always_inline)) inline Batch activate_vector(Batch x, const DepthwiseContext& k) {
   switch (k.activation) {
-    case graph::Activation::None:
-      return x;
     case graph::Activation::Relu:
       return xsimd::max(x, Batch(0.0f));
     case graph::Activation::Clip:
       return xsimd::min(xsimd::max(x, Batch(k.clip_min)), Batch(k.clip_max));
-    case graph::Activation::Sigmoid:
-      return sigmoid_approx(x);
-    case graph::Activation::Gelu:
-      return gelu_erf_approx(x);
-    case graph::Activation::GeluTanh:
-      return gelu_tanh_approx(x);
-    case graph::Activation::Silu:
-      return silu_approx(x);
+    default:
+      return x;  // none, or deferred
   }
-  return x;
 }
 
 inline float activate_scalar(float x, const DepthwiseContext& k) {
   switch (k.activation) {
-    case graph::Activation::None:
-      return x;
     case graph::Activation::Relu:
       return std::max(x, 0.0f);
     case graph::Activation::Clip:
       return std::min(std::max(x, k.clip_min), k.clip_max);
-    case graph::Activation::Sigmoid:
-      return activation_lane(GemmActivation::kSigmoid, x, 0.0f, 0.0f);
-    case graph::Activation::Gelu:
-      return activation_lane(GemmActivation::kGelu, x, 0.0f, 0.0f);
-    case graph::Activation::GeluTanh:
-      return activation_lane(GemmActivation::kGeluTanh, x, 0.0f, 0.0f);
-    case graph::Activation::Silu:
-      return activation_lane(GemmActivation::kSilu, x, 0.0f, 0.0f);
+    default:
+      return x;  // none, or deferred
   }
-  return x;
+}
+
+inline GemmActivation deferred_gemm_activation(graph::Activation activation) {
+  switch (activation) {
+    case graph::Activation::Sigmoid:
+      return GemmActivation::kSigmoid;
+    case graph::Activation::Gelu:
+      return GemmActivation::kGelu;
+    case graph::Activation::GeluTanh:
+      return GemmActivation::kGeluTanh;
+    case graph::Activation::Silu:
+      return GemmActivation::kSilu;
+    default:
+      return GemmActivation::kNone;
+  }
+}
+
+// A deferred activation on `pixels` pixels (pixel stride `channels`) of
+// `width` channels each: whole vectors, then single lanes with the same
+// arithmetic (activation_lane).
+template <class Arch>
+void apply_deferred_activation(graph::Activation activation, float* out, int64_t pixels,
+                               int64_t width, int64_t channels) {
+  using Batch = xsimd::batch<float, Arch>;
+  constexpr int64_t W = Batch::size;
+  const GemmActivation act = deferred_gemm_activation(activation);
+  for (int64_t p = 0; p < pixels; ++p) {
+    float* px = out + p * channels;
+    int64_t c = 0;
+    for (; c + W <= width; c += W)
+      activation_approx(act, Batch::load_unaligned(px + c), 0.0f, 0.0f).store_unaligned(px + c);
+    for (; c < width; ++c) px[c] = activation_lane(act, px[c], 0.0f, 0.0f);
+  }
 }
 
 // P output pixels × CV vectors of channels [c, c + CV·W). `in` is the input
@@ -272,6 +297,9 @@ void depthwise_nhwc_tile_impl(const DepthwiseNhwcTile& t) {
         interior_run<Arch, kFma, P, CV, 0, 0>(k, in, kh_lo, kh_hi, hi - lo, out, res);
     }
     for (int64_t ow = hi; ow < t.ow1; ++ow) border_pixel(ow);
+    if (activation_deferred(k.activation))
+      apply_deferred_activation<Arch>(k.activation, out_row + t.ow0 * channels, t.ow1 - t.ow0,
+                                      k.width, channels);
   }
 }
 

@@ -52,6 +52,7 @@ struct ConvBench {
   graph::Layout layout = graph::Layout::NCHW;  // of X and Y
   bool nchw_input = false;                     // X NCHW whatever `layout` (a model's input)
   bool residual = false;                       // a fused residual Add (in `layout`)
+  graph::Activation activation = graph::Activation::Relu;
 };
 
 // Best time of `repetitions` runs of the tile, each run repeated until it
@@ -84,7 +85,7 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
   const int64_t pad = b.kernel / 2;
   op.attrs.pads = {pad, pad, pad, pad};
   op.attrs.group = b.group;
-  op.attrs.activation = graph::Activation::Relu;
+  op.attrs.activation = b.activation;
   const graph::Shape x_shape{1, b.channels, b.size, b.size};
   const graph::Shape w_shape{b.out_channels, b.channels / b.group, b.kernel, b.kernel};
   const graph::Shape bias_shape{b.out_channels};
@@ -228,9 +229,10 @@ void compare_winograd(const ConvBench& b, int repetitions) {
 int main(int argc, char** argv) {
   const int repetitions = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
   const bool winograd_only = argc > 2 && std::string(argv[2]) == "winograd";
-  std::printf(
-      "bench_conv: %s, 1 thread, SGEMM ISA %s, best of %d, fused ReLU, fp32\n", cpu_model().c_str(),
-      std::string(kernels::cpu::gemm_isa_name(kernels::cpu::gemm_isa())).c_str(), repetitions);
+  std::printf("bench_conv: %s, 1 thread, SGEMM ISA %s, best of %d, fused ReLU unless named, fp32\n",
+              cpu_model().c_str(),
+              std::string(kernels::cpu::gemm_isa_name(kernels::cpu::gemm_isa())).c_str(),
+              repetitions);
   // ResNet-50's 3×3 stride-1 layers, whole and as the tiler's two tiles
   // per image at 1 thread (half the rows), and a 4-thread tile (a quarter).
   const ConvBench resnet[] = {
@@ -254,7 +256,11 @@ int main(int argc, char** argv) {
   constexpr graph::Layout kNhwcLayout = graph::Layout::NHWC;
   const ConvBench small_k[] = {
       {"224x224 3->32 3x3 s2 (stem), rows 0:56 NHWC", 3, 32, 224, 3, 1, 0, 56, 2, kNhwcLayout},
+      {"224x224 3->32 3x3 s2 (stem), rows 0:56 NCHW->NHWC", 3, 32, 224, 3, 1, 0, 56, 2, kNhwcLayout,
+       true},
       {"112x112 16->96 1x1, rows 0:56 NHWC", 16, 96, 112, 1, 1, 0, 56, 1, kNhwcLayout},
+      {"112x112 16->96 1x1 + SiLU, rows 0:56 NHWC", 16, 96, 112, 1, 1, 0, 56, 1, kNhwcLayout, false,
+       false, graph::Activation::Silu},
       {"56x56 24->144 1x1, rows 0:28 NHWC", 24, 144, 56, 1, 1, 0, 28, 1, kNhwcLayout},
       {"28x28 32->192 1x1, rows 0:14 NHWC", 32, 192, 28, 1, 1, 0, 14, 1, kNhwcLayout},
       {"56x56 64->256 1x1, rows 0:28 NHWC", 64, 256, 56, 1, 1, 0, 28, 1, kNhwcLayout},
@@ -288,6 +294,8 @@ int main(int argc, char** argv) {
   const ConvBench depthwise[] = {
       {"112x112 32 dw 3x3, whole conv, NCHW", 32, 32, 112, 3, 32, 0, 112},
       {"112x112 32 dw 3x3, whole conv, NHWC", 32, 32, 112, 3, 32, 0, 112, 1, kNhwc},
+      {"112x112 32 dw 3x3 + SiLU, whole conv, NHWC", 32, 32, 112, 3, 32, 0, 112, 1, kNhwc, false,
+       false, graph::Activation::Silu},
       {"112x112 96 dw 3x3 s2, whole conv, NCHW", 96, 96, 112, 3, 96, 0, 56, 2},
       {"112x112 96 dw 3x3 s2, whole conv, NHWC", 96, 96, 112, 3, 96, 0, 56, 2, kNhwc},
       {"28x28 192 dw 3x3, whole conv, NCHW", 192, 192, 28, 3, 192, 0, 28},

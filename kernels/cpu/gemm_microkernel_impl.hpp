@@ -164,43 +164,36 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
   // With a short k loop (1×1 convs over few channels) that dispatch cost as
   // much as the FMAs. Rare forms keep the generic path.
   GemmMicrotileEpilogue ep = *args.epilogue;
-  // ResNet's residual blocks: bias, the residual, then ReLU or nothing.
-  if (ep.residual != nullptr && ep.bias_kind == GemmBias::kPerColumn &&
-      ep.residual_position == GemmResidual::kBeforeActivation) {
-    ep.bias_kind = GemmBias::kPerColumn;
-    ep.residual_position = GemmResidual::kBeforeActivation;
+  // Stores with ep.activation a constant, for the common activations.
+  auto store_with_constant_activation = [&]() __attribute__((always_inline)) {
     switch (ep.activation) {
       case GemmActivation::kNone:
         ep.activation = GemmActivation::kNone;
         store_block(&ep);
-        return;
+        return true;
       case GemmActivation::kRelu:
         ep.activation = GemmActivation::kRelu;
         store_block(&ep);
-        return;
-      default:
-        break;
-    }
-  }
-  if (ep.residual == nullptr && ep.bias_kind == GemmBias::kPerColumn) {
-    ep.bias_kind = GemmBias::kPerColumn;
-    ep.residual = nullptr;
-    switch (ep.activation) {
-      case GemmActivation::kNone:
-        ep.activation = GemmActivation::kNone;
-        store_block(&ep);
-        return;
-      case GemmActivation::kRelu:
-        ep.activation = GemmActivation::kRelu;
-        store_block(&ep);
-        return;
+        return true;
       case GemmActivation::kClip:
         ep.activation = GemmActivation::kClip;
         store_block(&ep);
-        return;
+        return true;
       default:
-        break;
+        return false;
     }
+  };
+  if (ep.bias_kind == GemmBias::kPerColumn && ep.residual == nullptr) {
+    ep.bias_kind = GemmBias::kPerColumn;
+    ep.residual = nullptr;
+    if (store_with_constant_activation()) return;
+  }
+  // ResNet's residual blocks: bias, the residual, then ReLU (or none, Clip).
+  if (ep.bias_kind == GemmBias::kPerColumn && ep.residual != nullptr &&
+      ep.residual_position == GemmResidual::kBeforeActivation) {
+    ep.bias_kind = GemmBias::kPerColumn;
+    ep.residual_position = GemmResidual::kBeforeActivation;
+    if (store_with_constant_activation()) return;
   }
   store_block(&ep);
 }

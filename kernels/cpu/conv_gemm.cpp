@@ -5,24 +5,24 @@
 //
 // A tile's pixels go in chunks of at most ~512 (so the patch panel, the
 // Y^T panel and the packed weights stay in L2). Per chunk:
-//  1. the input rows and columns the chunk reads are copied once into a
-//     pixel-major (NHWC) panel, zero where the window overhangs the image
-//     (padding costs nothing later): a transpose from an NCHW input, row
-//     memcpys from an NHWC one;
-//  2. each pixel's patch is C-contiguous runs of that panel, one memcpy per
-//     (kh, kw) tap, or kW·C floats per kh when dilation_w == 1 — so the
-//     weights are packed as W' [OC, kH, kW, C], not ONNX's [OC, C, kH, kW];
-//     a 1×1 stride-1 conv needs no patches: the panel itself is A, and with
-//     an NHWC input the input itself is A (no copy at all);
-//  3. one gemm_tile() call with the bias (per column), the fused residual
+//  1. A: with an NHWC input, a 1×1 stride-1 unpadded conv reads the input
+//     itself (no copy at all); any other gathers each pixel's patch straight
+//     from the input, C-contiguous runs (one per (kh, kw) tap, or kW·C floats
+//     per kh when dilation_w == 1), zero where a tap overhangs the image — so
+//     the weights are packed as W' [OC, kH, kW, C], not ONNX's [OC, C, kH,
+//     kW]. An NCHW input is first transposed, the rows and columns the chunk
+//     reads, into a pixel-major window panel (zero where it overhangs the
+//     image), and the patches are gathered from that (a 1×1 stride-1 conv
+//     uses the panel as A);
+//  2. one gemm_tile() call with the bias (per column), the fused residual
 //     and the fused activation in its epilogue;
-//  4. an NHWC output is written by the GEMM in place (a chunk's pixels are
+//  3. an NHWC output is written by the GEMM in place (a chunk's pixels are
 //     one contiguous [pixels, OC] block of it); an NCHW one gets Y^T
 //     transposed back, channels oc0:oc1 only.
-// Gathering from the pixel-major panel costs memcpy speed; gathering
+// Gathering from a pixel-major tensor costs memcpy speed; gathering
 // patches straight from NCHW would cost one strided scalar copy per element.
 // With NHWC activations (kernels/layout_assignment.hpp) the transposes of
-// steps 1 and 4 disappear.
+// steps 1 and 3 disappear.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -107,11 +107,10 @@ bool is_nhwc(graph::Layout layout, const ConvGeometry& g) {
 }
 
 // Copies input rows [ih_begin, ih_begin + rows) × columns [iw_begin,
-// iw_begin + cols) of one image (C planes of in_h × in_w, or in_h × in_w
-// pixels of C when `nhwc`) into panel[(r·cols + j)·C + c], zero outside the
-// image.
-void gather_input_window(const float* image, bool nhwc, const ConvGeometry& g, int64_t ih_begin,
-                         int64_t rows, int64_t iw_begin, int64_t cols, float* panel) {
+// iw_begin + cols) of one NCHW image (C planes of in_h × in_w) into the
+// pixel-major panel[(r·cols + j)·C + c], zero outside the image.
+void gather_input_window(const float* image, const ConvGeometry& g, int64_t ih_begin, int64_t rows,
+                         int64_t iw_begin, int64_t cols, float* panel) {
   const int64_t c = g.channels, plane = g.in_h * g.in_w;
   const int64_t j_lo = std::clamp<int64_t>(-iw_begin, 0, cols);
   const int64_t j_hi = std::clamp<int64_t>(g.in_w - iw_begin, j_lo, cols);
@@ -124,12 +123,58 @@ void gather_input_window(const float* image, bool nhwc, const ConvGeometry& g, i
     }
     std::fill(row, row + j_lo * c, 0.0f);
     std::fill(row + j_hi * c, row + cols * c, 0.0f);
-    if (nhwc)
-      std::memcpy(row + j_lo * c, image + (ih * g.in_w + iw_begin + j_lo) * c,
-                  static_cast<size_t>((j_hi - j_lo) * c) * sizeof(float));
+    transpose_panel(image + ih * g.in_w + iw_begin + j_lo, plane, c, j_hi - j_lo, row + j_lo * c,
+                    c);
+  }
+}
+
+// The patches of `rows` × `cols` output pixels straight from an NHWC image,
+// their window's top-left input pixel at (ih_begin, iw_begin), zero where a
+// tap falls outside the image: no window panel first. A strided conv reads
+// only the pixels it uses (ResNet-50's 1×1 stride-2 downsamples: every
+// other pixel, where a window copied every input row); a padded one copies
+// each input run once instead of twice. In a model the input comes from L3.
+void gather_nhwc_patches(const float* image, const ConvGeometry& g, int64_t ih_begin, int64_t rows,
+                         int64_t iw_begin, int64_t cols, float* patches) {
+  const int64_t c = g.channels, row_floats = g.in_w * c, tap_floats = g.k_w * c;
+  const int64_t k = g.k_h * tap_floats;
+  // copy_run() reads whole 64-byte blocks: past a run that is not a whole
+  // number of them it would read past the image, so such runs are memcpy'd.
+  auto copy = [](float* dst, const float* src, int64_t floats) {
+    if (floats % kRunSlackFloats == 0)
+      copy_run(dst, src, floats);
     else
-      transpose_panel(image + ih * g.in_w + iw_begin + j_lo, plane, c, j_hi - j_lo, row + j_lo * c,
-                      c);
+      std::memcpy(dst, src, static_cast<size_t>(floats) * sizeof(float));
+  };
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t ih0 = ih_begin + r * g.stride_h;
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t iw0 = iw_begin + j * g.stride_w;
+      // The kw taps inside the image, [kw_lo, kw_hi).
+      int64_t kw_lo = 0;
+      while (kw_lo < g.k_w && iw0 + kw_lo * g.dilation_w < 0) ++kw_lo;
+      int64_t kw_hi = g.k_w;
+      while (kw_hi > kw_lo && iw0 + (kw_hi - 1) * g.dilation_w >= g.in_w) --kw_hi;
+      float* patch = patches + (r * cols + j) * k;
+      for (int64_t kh = 0; kh < g.k_h; ++kh, patch += tap_floats) {
+        const int64_t ih = ih0 + kh * g.dilation_h;
+        if (ih < 0 || ih >= g.in_h || kw_lo == kw_hi) {
+          std::fill(patch, patch + tap_floats, 0.0f);
+          continue;
+        }
+        const float* row = image + ih * row_floats;
+        // Zeros, the taps inside, zeros, in increasing address order: what
+        // copy_run() writes past a run is overwritten next.
+        std::fill(patch, patch + kw_lo * c, 0.0f);
+        if (g.dilation_w == 1) {
+          copy(patch + kw_lo * c, row + (iw0 + kw_lo) * c, (kw_hi - kw_lo) * c);
+        } else {
+          for (int64_t kw = kw_lo; kw < kw_hi; ++kw)
+            copy(patch + kw * c, row + (iw0 + kw * g.dilation_w) * c, c);
+        }
+        std::fill(patch + kw_hi * c, patch + tap_floats, 0.0f);
+      }
+    }
   }
 }
 
@@ -157,60 +202,39 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   const bool y_nhwc = is_nhwc(args.output.layout, g);
 
   const float* a = nullptr;
+  const int64_t ih_begin = oh_begin * g.stride_h - g.pad_top;
+  const int64_t iw_begin = ow_begin * g.stride_w - g.pad_left;
+  const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
   if (input_is_a(args, g)) {
     a = args.inputs[0].data + first_pixel * c;  // in_h, in_w == out_h, out_w
+  } else if (x_nhwc) {
+    float* patches = grown(scratch.patches, pixels * k + kRunSlackFloats);
+    gather_nhwc_patches(image, g, ih_begin, rows, iw_begin, cols, patches);
+    a = patches;
   } else {
     const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
     const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
-    const int64_t ih_begin = oh_begin * g.stride_h - g.pad_top;
-    const int64_t iw_begin = ow_begin * g.stride_w - g.pad_left;
-    const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
-    // An NHWC window with no padding in it is a block of the input itself:
-    // the patches are gathered from there. A strided 1×1 conv (ResNet-50's
-    // downsamples) then reads only the pixels it uses, not every input row
-    // twice (once into the window, once from it into the patches): in a
-    // model the input comes from L3, not L2.
-    const bool window_in_input = x_nhwc && ih_begin >= 0 && iw_begin >= 0 &&
-                                 ih_begin + window_rows <= g.in_h &&
-                                 iw_begin + window_cols <= g.in_w;
-    const float* window = nullptr;
-    int64_t window_pitch = window_cols * c;  // floats from one window row to the next
-    if (window_in_input) {
-      window = image + (ih_begin * g.in_w + iw_begin) * c;
-      window_pitch = g.in_w * c;
-    } else {
-      float* panel = grown(scratch.input, window_rows * window_cols * c + kRunSlackFloats);
-      gather_input_window(image, x_nhwc, g, ih_begin, window_rows, iw_begin, window_cols, panel);
-      window = panel;
-    }
+    float* window = grown(scratch.input, window_rows * window_cols * c + kRunSlackFloats);
+    gather_input_window(image, g, ih_begin, window_rows, iw_begin, window_cols, window);
     a = window;
-    if (g.k_h != 1 || g.k_w != 1 || g.stride_h != 1 || g.stride_w != 1 || window_in_input) {
+    if (g.k_h != 1 || g.k_w != 1 || g.stride_h != 1 || g.stride_w != 1) {
       float* patches = grown(scratch.patches, pixels * k + kRunSlackFloats);
       // A whole kernel row is one run of kW·C floats when dilation_w == 1.
       const bool rows_contiguous = g.dilation_w == 1;
       const int64_t run = rows_contiguous ? g.k_w * c : c;
-      // copy_run() reads up to 15 floats past a run that is not whole
-      // 64-byte blocks: fine in the panel (it has slack), not past the input.
-      const bool exact_runs = !window_in_input || run % kRunSlackFloats == 0;
-      auto copy = [exact_runs](float* dst, const float* src, int64_t floats) {
-        if (exact_runs)
-          copy_run(dst, src, floats);
-        else
-          std::memcpy(dst, src, static_cast<size_t>(floats) * sizeof(float));
-      };
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t j = 0; j < cols; ++j) {
           float* patch = patches + (r * cols + j) * k;
           for (int64_t kh = 0; kh < g.k_h; ++kh) {
             const float* src =
-                window + (r * g.stride_h + kh * g.dilation_h) * window_pitch + j * g.stride_w * c;
+                window + ((r * g.stride_h + kh * g.dilation_h) * window_cols + j * g.stride_w) * c;
             if (rows_contiguous) {
-              copy(patch, src, run);
+              copy_run(patch, src, run);
               patch += run;
               continue;
             }
             for (int64_t kw = 0; kw < g.k_w; ++kw, patch += c)
-              copy(patch, src + kw * g.dilation_w * c, c);
+              copy_run(patch, src + kw * g.dilation_w * c, c);
           }
         }
       }

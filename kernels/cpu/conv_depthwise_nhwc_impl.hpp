@@ -42,15 +42,6 @@ struct DepthwiseContext {
   float clip_min = 0.0f, clip_max = 0.0f;
 };
 
-// The taps [lo, hi) of a k-tap window starting at input index `first`
-// (dilation `dilation`) that fall inside [0, size).
-inline void tap_range(int64_t first, int64_t dilation, int64_t k, int64_t size, int64_t& lo,
-                      int64_t& hi) {
-  lo = first >= 0 ? 0 : (-first + dilation - 1) / dilation;
-  hi = first > size - 1 ? 0 : std::min(k, (size - 1 - first) / dilation + 1);
-  lo = std::min(lo, hi);
-}
-
 template <bool kFma>
 inline float scalar_madd(float w, float x, float acc) {
   if constexpr (kFma)

@@ -150,11 +150,8 @@ void gather_nhwc_patches(const float* image, const ConvGeometry& g, int64_t ih_b
     const int64_t ih0 = ih_begin + r * g.stride_h;
     for (int64_t j = 0; j < cols; ++j) {
       const int64_t iw0 = iw_begin + j * g.stride_w;
-      // The kw taps inside the image, [kw_lo, kw_hi).
-      int64_t kw_lo = 0;
-      while (kw_lo < g.k_w && iw0 + kw_lo * g.dilation_w < 0) ++kw_lo;
-      int64_t kw_hi = g.k_w;
-      while (kw_hi > kw_lo && iw0 + (kw_hi - 1) * g.dilation_w >= g.in_w) --kw_hi;
+      int64_t kw_lo = 0, kw_hi = 0;  // the kw taps inside the image
+      tap_range(iw0, g.dilation_w, g.k_w, g.in_w, kw_lo, kw_hi);
       float* patch = patches + (r * cols + j) * k;
       for (int64_t kh = 0; kh < g.k_h; ++kh, patch += tap_floats) {
         const int64_t ih = ih0 + kh * g.dilation_h;

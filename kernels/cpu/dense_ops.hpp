@@ -83,6 +83,10 @@ struct ConvGeometry {
 std::optional<std::string> conv_geometry(const graph::Operator& op, const graph::Shape& x_shape,
                                          const graph::Shape& w_shape, ConvGeometry& geometry);
 
+// The taps [lo, hi) of a k-tap window starting at input index `first`
+// (dilation `dilation`) that fall inside [0, size); lo == hi when none do.
+void tap_range(int64_t first, int64_t dilation, int64_t k, int64_t size, int64_t& lo, int64_t& hi);
+
 // dst[j·ld_dst + i] = src[i·ld_src + j] for i < rows, j < cols (SIMD blocks).
 void transpose_panel(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                      int64_t ld_dst);

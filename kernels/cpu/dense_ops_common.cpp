@@ -1,5 +1,6 @@
 // Helpers shared by the dense CPU variants: the NCHW <-> pixel-major
 // transposes around the SGEMM, the activation mapping and argument checks.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,12 @@
 #endif
 
 namespace tessera::kernels::cpu {
+
+void tap_range(int64_t first, int64_t dilation, int64_t k, int64_t size, int64_t& lo, int64_t& hi) {
+  lo = first >= 0 ? 0 : (-first + dilation - 1) / dilation;
+  hi = first > size - 1 ? 0 : std::min(k, (size - 1 - first) / dilation + 1);
+  lo = std::min(lo, hi);
+}
 
 void transpose_panel(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                      int64_t ld_dst) {

@@ -11,7 +11,10 @@ function(tessera_target_defaults target)
 endfunction()
 
 if(TESSERA_SANITIZE)
-  add_compile_options(-fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer -g)
+  # -g1: line tables and function names, all a sanitizer report needs to name
+  # file:line. Full -g made the ASan build directory 0.8 GB (the SIMD kernels'
+  # template instantiations), and CI's disk is not ours to fill.
+  add_compile_options(-fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer -g1)
   add_link_options(-fsanitize=${TESSERA_SANITIZE})
   if(TESSERA_SANITIZE MATCHES "undefined")
     add_compile_options(-fno-sanitize-recover=undefined)

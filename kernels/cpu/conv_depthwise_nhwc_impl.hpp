@@ -101,21 +101,13 @@ inline GemmActivation deferred_gemm_activation(graph::Activation activation) {
 }
 
 // A deferred activation on `pixels` pixels (pixel stride `channels`) of
-// `width` channels each: whole vectors, then single lanes with the same
-// arithmetic (activation_lane).
+// `width` channels each, with the epilogue's arithmetic.
 template <class Arch>
 void apply_deferred_activation(graph::Activation activation, float* out, int64_t pixels,
                                int64_t width, int64_t channels) {
-  using Batch = xsimd::batch<float, Arch>;
-  constexpr int64_t W = Batch::size;
   const GemmActivation act = deferred_gemm_activation(activation);
-  for (int64_t p = 0; p < pixels; ++p) {
-    float* px = out + p * channels;
-    int64_t c = 0;
-    for (; c + W <= width; c += W)
-      activation_approx(act, Batch::load_unaligned(px + c), 0.0f, 0.0f).store_unaligned(px + c);
-    for (; c < width; ++c) px[c] = activation_lane(act, px[c], 0.0f, 0.0f);
-  }
+  for (int64_t p = 0; p < pixels; ++p)
+    activation_span_approx<Arch>(act, 0.0f, 0.0f, out + p * channels, width);
 }
 
 // P output pixels × CV vectors of channels [c, c + CV·W). `in` is the input

@@ -132,8 +132,11 @@ void finish_pixel(const PixelEpilogue& ep, const float* acc, int64_t count, floa
     case GemmActivation::kRelu:
       for (int64_t j = 0; j < count; ++j) work[j] = std::max(work[j], 0.0f);
       break;
-    default:
+    case GemmActivation::kClip:
       for (int64_t j = 0; j < count; ++j) work[j] = apply_epilogue_scalar(work[j], ep.scalar, 0, 0);
+      break;
+    default:  // Sigmoid, SiLU, GELU: the span form, not a dispatched call per element
+      apply_activation_span(ep.activation, 0.0f, 0.0f, work, count);
       break;
   }
   if (y_stride == 1)

@@ -14,8 +14,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -396,7 +396,7 @@ float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t 
     case GemmActivation::kGelu:
     case GemmActivation::kGeluTanh:
     case GemmActivation::kSilu:
-      x = activation_lane(ep.activation, x, ep.clip_min, ep.clip_max);
+      vector_ops().activation(ep.activation, ep.clip_min, ep.clip_max, &x, 1);
       break;
   }
   if (ep.residual && !residual_before) x += ep.residual[m * ep.ld_residual + n];
@@ -406,12 +406,7 @@ float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t 
 void apply_activation_span(GemmActivation activation, float clip_min, float clip_max, float* values,
                            int64_t n) {
   if (activation == GemmActivation::kNone) return;
-  using Lane4 = xsimd::batch<float, xsimd::sse2>;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    activation_approx(activation, Lane4::load_unaligned(values + i), clip_min, clip_max)
-        .store_unaligned(values + i);
-  for (; i < n; ++i) values[i] = activation_lane(activation, values[i], clip_min, clip_max);
+  vector_ops().activation(activation, clip_min, clip_max, values, n);
 }
 
 }  // namespace tessera::kernels::cpu

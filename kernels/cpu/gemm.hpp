@@ -165,15 +165,16 @@ struct GemmEpilogue {
 
 // The epilogue on one element of row m, column n (the scalar form of what the
 // microkernels do in registers; also used by the sparse kernels). Sigmoid,
-// SiLU and GELU run gemm_activation.hpp's vector arithmetic on one lane, so
-// the bits equal the microkernels'. Defined in gemm.cpp (a baseline
-// translation unit): an inline one compiled into an AVX-512 unit could be
-// the copy the linker keeps.
+// SiLU and GELU run through vector_ops().activation, gemm_activation.hpp's
+// code for gemm_isa(), so the bits equal the microkernels'. Defined in
+// gemm.cpp (a baseline translation unit): an inline one compiled into an
+// AVX-512 unit could be the copy the linker keeps.
 float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n);
 
 // values[i] = activation(values[i]) for i < n, with the epilogue's
-// arithmetic (the same bits as the microkernels): for kernels that apply a
-// fused activation after their own loops (depthwise NCHW, Gemm with C).
+// arithmetic (vector_ops().activation: the same bits as the microkernels):
+// for kernels that apply a fused activation after their own loops
+// (depthwise NCHW, Gemm with C, Winograd).
 void apply_activation_span(GemmActivation activation, float clip_min, float clip_max, float* values,
                            int64_t n);
 

@@ -1,14 +1,17 @@
 #pragma once
 // The GEMM epilogue's activations over xsimd batches: the one implementation
 // that the microkernels (gemm_microkernel_impl.hpp), the sparse kernels
-// (kernels/sparse/sparse_gemm_impl.hpp), the depthwise convolutions and the
-// scalar epilogue (apply_epilogue_scalar, gemm.cpp) all run. Sigmoid, SiLU
-// and GELU use vector_math.hpp's polynomials, whose lanes are independent,
-// so the scalar form (one SSE2 lane, activation_lane) gives the same bits as
-// any vector width: fused, unfused (cpu.unary) and edge elements agree.
-// Anonymous namespace, like vector_math.hpp: include it only from per-ISA
-// translation units or from baseline ones.
+// (kernels/sparse/sparse_gemm_impl.hpp), the depthwise convolutions and,
+// through vector_ops().activation, the scalar epilogue
+// (apply_epilogue_scalar, gemm.cpp) all run. Sigmoid, SiLU and GELU use
+// vector_math.hpp's polynomials, whose lanes are independent, so on one ISA
+// every vector width and a padded tail give the same bits: fused, unfused
+// (cpu.unary) and edge elements agree. Anonymous namespace, like
+// vector_math.hpp: include it only from per-ISA translation units.
 #include <xsimd/xsimd.hpp>
+
+#include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/vector_math.hpp"
@@ -37,11 +40,25 @@ inline B activation_approx(GemmActivation activation, B x, float clip_min, float
   return x;
 }
 
-// One element through the same per-lane arithmetic (SSE2 is the x86-64
-// baseline, so every translation unit may use it).
-inline float activation_lane(GemmActivation activation, float x, float clip_min, float clip_max) {
-  using Lane = xsimd::batch<float, xsimd::sse2>;
-  return activation_approx(activation, Lane(x), clip_min, clip_max).get(0);
+// values[i] = activation(values[i]) for i < n in batches of Arch; the tail
+// (fewer than a batch) goes through a padded buffer and the same code, so an
+// element's bits do not depend on where the span starts or ends.
+template <class Arch>
+inline void activation_span_approx(GemmActivation activation, float clip_min, float clip_max,
+                                   float* values, int64_t n) {
+  using B = xsimd::batch<float, Arch>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    activation_approx(activation, B::load_unaligned(values + i), clip_min, clip_max)
+        .store_unaligned(values + i);
+  if (i < n) {
+    alignas(64) float buffer[W] = {};
+    std::memcpy(buffer, values + i, static_cast<size_t>(n - i) * sizeof(float));
+    activation_approx(activation, B::load_unaligned(buffer), clip_min, clip_max)
+        .store_unaligned(buffer);
+    std::memcpy(values + i, buffer, static_cast<size_t>(n - i) * sizeof(float));
+  }
 }
 
 }  // namespace

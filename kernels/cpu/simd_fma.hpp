@@ -28,5 +28,17 @@ inline xsimd::batch<float, Arch> fused_madd(const xsimd::batch<float, Arch>& a,
   return xsimd::fma(a, b, c);
 }
 
+// c - a * b, fused where fused_madd is.
+template <class Arch>
+inline xsimd::batch<float, Arch> fused_nmadd(const xsimd::batch<float, Arch>& a,
+                                             const xsimd::batch<float, Arch>& b,
+                                             const xsimd::batch<float, Arch>& c) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<Arch, xsimd::avx512f>)
+    return xsimd::batch<float, Arch>(_mm512_fnmadd_ps(a, b, c));
+#endif
+  return xsimd::fnma(a, b, c);
+}
+
 }  // namespace
 }  // namespace tessera::kernels::cpu

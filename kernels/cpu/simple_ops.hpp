@@ -42,10 +42,10 @@ std::optional<std::string> broadcast_applies(const graph::Operator& op,
 
 // elementwise_ops.cpp — "cpu.unary": Relu, Clip, Sigmoid, Exp, Erf, Tanh,
 // Gelu, Sqrt, Neg, Abs, Reciprocal, LeakyRelu, HardSigmoid and HardSwish
-// with input and output of one shape. Relu, Clip and Sigmoid (std::exp kept,
-// as the fused epilogue) and the algebraic ones are bitwise equal to the
-// reference; Exp, Erf, Tanh and Gelu use vector_math.hpp's polynomials
-// (within 2^-21 relative of the C library; the same bits on every ISA).
+// with input and output of one shape. Relu, Clip and the algebraic ones are
+// bitwise equal to the reference; Exp, Erf, Tanh, Gelu and Sigmoid use
+// vector_math.hpp's polynomials (within 2^-21, Sigmoid 2^-20, relative of the
+// C library; the fused epilogues' bits; the same bits on every ISA with FMA).
 void unary(const TileArgs& args);
 std::optional<std::string> unary_applies(const graph::Operator& op,
                                          std::span<const ConstTensorView> inputs);
@@ -75,7 +75,8 @@ std::optional<std::string> global_average_pool_applies(const graph::Operator& op
 // transformer_ops.cpp — "cpu.softmax": Softmax on any axis (opset 13, and
 // the opset < 13 joint form), vector max / exp-sum / scale over contiguous
 // rows; a strided axis is gathered per row. Within rounding of the reference
-// (vector exp, 16-lane sums); the same bits for every tiling and ISA.
+// (vector exp, 16-lane sums); the same bits for every tiling, and on every
+// ISA with FMA.
 void softmax(const TileArgs& args);
 std::optional<std::string> softmax_applies(const graph::Operator& op,
                                            std::span<const ConstTensorView> inputs);

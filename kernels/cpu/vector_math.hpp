@@ -1,26 +1,34 @@
 #pragma once
-// Vector transcendentals over xsimd batches: exp, erf, tanh and the two GELU
-// forms, for the CPU tile kernels (cpu.unary, cpu.softmax) and later the
-// GEMM epilogue. Include it only from a per-ISA translation unit (like
-// conv_depthwise_nhwc_impl.hpp): everything is in an anonymous namespace, so
-// no function compiled for AVX-512 can be picked by the linker for a caller
-// on a baseline CPU.
+// Vector transcendentals over xsimd batches: exp, erf, tanh, sigmoid, SiLU
+// and the two GELU forms, for the CPU tile kernels (cpu.unary, cpu.softmax)
+// and the GEMM epilogue. Include it only from a per-ISA translation unit
+// (like conv_depthwise_nhwc_impl.hpp): everything is in an anonymous
+// namespace, so no function compiled for AVX-512 can be picked by the linker
+// for a caller on a baseline CPU.
 //
-// Every step is a separately rounded IEEE add, multiply, divide, compare or
-// bit operation (no FMA; the build has -ffp-contract=off), so a lane's result
-// depends only on its input: the same bits for AVX-512, AVX2 and SSE2, for
-// every tiling. Accuracy against the C library (the reference kernels), as
+// Multiply-adds are fused where the ISA has FMA (AVX2, AVX-512: one
+// instruction, one rounding) and a multiply then an add on SSE2, so a lane's
+// result depends only on its input and on whether the ISA fuses: AVX2 and
+// AVX-512 give the same bits, for every tiling and vector width; the
+// baseline SSE2 path may differ from them in the last bits, within the same
+// bounds. (Unfused everywhere, so that SSE2 agreed too, SiLU, EfficientNet's
+// activation, cost about 0.9 ns an element, a third of the model's time.)
+// Kernels that apply these outside a per-ISA unit go through
+// vector_ops().activation, so they run the ISA's code too.
+// Accuracy against the C library (the reference kernels), as
 // tests/kernels_cpu/test_cpu_transformer_ops.cpp checks over dense sweeps:
 //  - exp: relative error <= 2^-21 (a few ulp) over the whole float range,
 //    denormal results included; +-inf, NaN and overflow as std::exp.
 //  - erf: relative error <= 2^-21; +-inf -> +-1, NaN -> NaN.
 //  - tanh: relative error <= 2^-21; +-inf -> +-1, NaN -> NaN.
 //  - sigmoid (1 / (1 + exp(-x))) and silu (x sigmoid(x)): relative error
-//    <= 2^-20 (exp's error plus the divide's rounding); 0 below -104 and 1
-//    past 89, like the C library's; NaN -> NaN.
+//    <= 2^-20 (exp's error plus the divide's rounding), subnormal results
+//    included; 0 below -88.8 and 1 past 87, like the C library's; NaN -> NaN.
 #include <xsimd/xsimd.hpp>
 
 #include <cstdint>
+
+#include "kernels/cpu/simd_fma.hpp"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -41,19 +49,19 @@ inline B exp_approx(B x) {
   const B xc = xsimd::min(xsimd::max(x, B(-104.0f)), B(89.0f));
   // n = round(x / ln2) by the 1.5 * 2^23 trick (round to nearest, exact).
   const B shifter(12582912.0f);
-  const B t = xc * B(1.44269504088896341f) + shifter;
+  const B t = fused_madd(xc, B(1.44269504088896341f), shifter);
   const B n = t - shifter;
   const I n_int = xsimd::bitwise_cast<I>(t) - I(0x4B400000);
   // ln2 = C1 + C2 with C1 short enough that n * C1 is exact.
-  B r = xc - n * B(0.693359375f);
-  r = r - n * B(-2.12194440e-4f);
+  B r = fused_nmadd(n, B(0.693359375f), xc);
+  r = fused_nmadd(n, B(-2.12194440e-4f), r);
   B p(1.9875691500e-4f);
-  p = p * r + B(1.3981999507e-3f);
-  p = p * r + B(8.3334519073e-3f);
-  p = p * r + B(4.1665795894e-2f);
-  p = p * r + B(1.6666665459e-1f);
-  p = p * r + B(5.0000001201e-1f);
-  p = p * (r * r) + r + B(1.0f);
+  p = fused_madd(p, r, B(1.3981999507e-3f));
+  p = fused_madd(p, r, B(8.3334519073e-3f));
+  p = fused_madd(p, r, B(4.1665795894e-2f));
+  p = fused_madd(p, r, B(1.6666665459e-1f));
+  p = fused_madd(p, r, B(5.0000001201e-1f));
+  p = fused_madd(p, r * r, r) + B(1.0f);
   // 2^n as 2^(n/2) * 2^(n - n/2): each factor is a normal float for n in [-151, 129].
   const I half = n_int >> 1;
   const B scale0 = xsimd::bitwise_cast<B>((half + I(127)) << 23);
@@ -85,21 +93,21 @@ inline B erf_approx(B x) {
   const B a = xsimd::abs(x);
   const B s = x * x;
   B small(-5.99104969e-4f);
-  small = small * s + B(4.99339588e-3f);
-  small = small * s + B(-2.67667342e-2f);
-  small = small * s + B(1.12818025e-1f);
-  small = small * s + B(-3.76124859e-1f);
-  small = small * s + B(1.28379151e-1f);
-  small = small * x + x;
+  small = fused_madd(small, s, B(4.99339588e-3f));
+  small = fused_madd(small, s, B(-2.67667342e-2f));
+  small = fused_madd(small, s, B(1.12818025e-1f));
+  small = fused_madd(small, s, B(-3.76124859e-1f));
+  small = fused_madd(small, s, B(1.28379151e-1f));
+  small = fused_madd(small, x, x);
   const B t = xsimd::min(a, B(3.925f));
   B big(1.72948930e-5f);
-  big = big * t + B(-3.83208680e-4f);
-  big = big * t + B(3.88393435e-3f);
-  big = big * t + B(-2.42545605e-2f);
-  big = big * t + B(1.06777847e-1f);
-  big = big * t + B(6.34846687e-1f);
-  big = big * t + B(1.28717512e-1f);
-  big = big * t + t;
+  big = fused_madd(big, t, B(-3.83208680e-4f));
+  big = fused_madd(big, t, B(3.88393435e-3f));
+  big = fused_madd(big, t, B(-2.42545605e-2f));
+  big = fused_madd(big, t, B(1.06777847e-1f));
+  big = fused_madd(big, t, B(6.34846687e-1f));
+  big = fused_madd(big, t, B(1.28717512e-1f));
+  big = fused_madd(big, t, t);
   big = B(1.0f) - exp_approx(-big);
   big = xsimd::copysign(big, x);
   return xsimd::select(a > B(0.921875f), big, small);
@@ -112,26 +120,49 @@ inline B tanh_approx(B x) {
   const B a = xsimd::abs(x);
   const B z = x * x;
   B small(-5.70498872745e-3f);
-  small = small * z + B(2.06390887954e-2f);
-  small = small * z + B(-5.37397155531e-2f);
-  small = small * z + B(1.33314422036e-1f);
-  small = small * z + B(-3.33332819422e-1f);
-  small = small * z * x + x;
+  small = fused_madd(small, z, B(2.06390887954e-2f));
+  small = fused_madd(small, z, B(-5.37397155531e-2f));
+  small = fused_madd(small, z, B(1.33314422036e-1f));
+  small = fused_madd(small, z, B(-3.33332819422e-1f));
+  small = fused_madd(small * z, x, x);
   const B e = exp_approx(a + a);
   B big = B(1.0f) - B(2.0f) / (e + B(1.0f));
   big = xsimd::copysign(big, x);
   return xsimd::select(a < B(0.625f), small, big);
 }
 
-// The logistic sigmoid with the reference's expression (kernels/activation.hpp)
-// over exp_approx: the one sigmoid of the CPU kernels (cpu.unary, every
-// fused epilogue), so a fused and an unfused Sigmoid give the same bits.
+// The logistic sigmoid 1 / (1 + e^-x): the one sigmoid of the CPU kernels
+// (cpu.unary, every fused epilogue), so a fused and an unfused Sigmoid give
+// the same bits. e^-x is exp_approx's reduction and polynomial with three
+// steps fewer, since a sigmoid needs e^-x only where 1 + e^-x is not 1 or
+// infinite: x is clamped to [-89, 87], so 2^-n is one power of two (2^-n-1
+// times 2 e^-r, the 2 folded into the polynomial's coefficients, exact); past
+// 87 it underflows to 0 (sigmoid 1), below -88.72 the product overflows to inf
+// (sigmoid 0), as the C library's expf does. A NaN input comes back as
+// itself, so that x * sigmoid(x) has one NaN whichever operand the compiler
+// puts first (the steps between would pass on a NaN, but maybe another one).
 template <class B>
 inline B sigmoid_approx(B x) {
-  const B y = B(1.0f) / (B(1.0f) + exp_approx(-x));
-  // A NaN input comes back as itself: the NaN the divide would return has
-  // a sign that depends on the ISA's negation (AVX-512F's is 0 - x).
-  return xsimd::select(xsimd::isnan(x), x, y);
+  using I = IntBatch<B>;
+  const B xc = xsimd::min(xsimd::max(x, B(-89.0f)), B(87.0f));
+  const B shifter(12582912.0f);
+  const B t = fused_madd(xc, B(1.44269504088896341f), shifter);  // n + shifter
+  const B n = t - shifter;
+  B r = fused_nmadd(n, B(0.693359375f), xc);
+  r = fused_nmadd(n, B(-2.12194440e-4f), r);
+  // 2 e^-r = 2 - 2r + r^2 2P(-r), P exp_approx's polynomial (odd terms negated).
+  B p(-2.0f * 1.9875691500e-4f);
+  p = fused_madd(p, r, B(2.0f * 1.3981999507e-3f));
+  p = fused_madd(p, r, B(-2.0f * 8.3334519073e-3f));
+  p = fused_madd(p, r, B(2.0f * 4.1665795894e-2f));
+  p = fused_madd(p, r, B(-2.0f * 1.6666665459e-1f));
+  p = fused_madd(p, r, B(2.0f * 5.0000001201e-1f));
+  p = fused_madd(p, r * r, fused_madd(r, B(-2.0f), B(2.0f)));
+  // 2^(-n-1): exponent field 126 - n, in [0, 254] for n in [-128, 126]
+  // (0: the float 0, where e^-x is below 2^-126 anyway).
+  const I field = I(126 + 0x4B400000) - xsimd::bitwise_cast<I>(t);
+  const B e = p * xsimd::bitwise_cast<B>(field << 23);
+  return xsimd::select(xsimd::isnan(x), x, B(1.0f) / (B(1.0f) + e));
 }
 
 // SiLU as Mul(x, Sigmoid(x)) rounds.

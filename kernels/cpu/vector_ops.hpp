@@ -5,11 +5,14 @@
 // its own target flags). vector_ops() picks the table of gemm_isa(), so
 // set_gemm_isa() forces each ISA in tests like the SGEMM's.
 //
-// All of them give the same bits on every ISA: lane math has no FMA
+// Each gives the same bits for any tiling: lane math is per lane
 // (vector_math.hpp), and every sum is kept in 16 partial sums (element i
 // into partial i mod 16, however wide the vector) reduced pairwise in one
-// fixed order.
+// fixed order. AVX2 and AVX-512 agree bitwise; the baseline (SSE2) table,
+// which has no FMA, may differ from them in the polynomial ops' last bits.
 #include <cstdint>
+
+#include "kernels/cpu/gemm.hpp"
 
 namespace tessera::kernels::cpu {
 
@@ -69,6 +72,11 @@ struct VectorOps {
   // y[i] = ((x[i] - pivot) - mean_delta) * inv_std * scale[i] + bias[i] (bias may be null).
   void (*layer_norm_apply)(const float* x, const float* scale, const float* bias, float* y,
                            int64_t n, LayerNormStats stats);
+  // values[i] = the GEMM epilogue's activation of values[i] for i < n
+  // (gemm_activation.hpp): the microkernels' bits, for kernels outside a
+  // per-ISA translation unit.
+  void (*activation)(GemmActivation activation, float clip_min, float clip_max, float* values,
+                     int64_t n);
 };
 
 // The table of gemm_isa() (kernels/cpu/gemm.hpp).

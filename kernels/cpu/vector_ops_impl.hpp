@@ -13,6 +13,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/vector_math.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 
@@ -229,8 +230,8 @@ void layer_norm_apply(const float* x, const float* scale, const float* bias, flo
 
 template <class A>
 constexpr VectorOps make_vector_ops() {
-  return {unary_span<A>,  softmax_stats<A>,    softmax_scale<A>,
-          softmax_row<A>, layer_norm_stats<A>, layer_norm_apply<A>};
+  return {unary_span<A>,       softmax_stats<A>,    softmax_scale<A>,         softmax_row<A>,
+          layer_norm_stats<A>, layer_norm_apply<A>, activation_span_approx<A>};
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "graph/fold_batch_norm.hpp"
 #include "graph/fuse_activations.hpp"
 #include "graph/fuse_gelu.hpp"
+#include "graph/fuse_input_scale.hpp"
 #include "graph/fuse_layer_norm.hpp"
 #include "graph/fuse_matmul_bias.hpp"
 #include "graph/fuse_residual.hpp"
@@ -166,6 +167,9 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
   std::vector<UnfusedSilu> unfused_silus;
   if (options.fuse_patterns) silus = fuse_silu(graph, &unfused_silus);
   std::vector<FusedActivation> fusions = fuse_activations(graph);
+  // Last: the conv's inputs are then X, W, B, [R]; the scale is appended.
+  std::vector<RewrittenPattern> scales;
+  if (options.fuse_patterns) scales = fuse_input_scales(graph);
   graph = remove_dead(std::move(graph));
   // After fusion, so the rules see the epilogues the kernels will run.
   SparsityReport sparsity_report;
@@ -221,7 +225,8 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       OpReport r{op.name, op.type, op.kernel, tiles[i], ""};
       for (const FoldedBatchNorm& f : folds)
         if (f.conv == op.name) r.note = "BatchNormalization '" + f.batch_norm + "' folded in";
-      for (const std::vector<RewrittenPattern>* passes : {&biases, &gelus, &layer_norms, &silus})
+      for (const std::vector<RewrittenPattern>* passes :
+           {&biases, &gelus, &layer_norms, &silus, &scales})
         for (const RewrittenPattern& f : *passes)
           if (f.op == op.name) r.note += (r.note.empty() ? "" : "; ") + f.removed + " fused in";
       for (const FusedResidual& f : residuals)
@@ -257,6 +262,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     summarize(gelus, "GELU chain(s) replaced by Gelu");
     summarize(layer_norms, "decomposed LayerNorm(s) replaced by LayerNormalization");
     summarize(silus, "SiLU(s) Mul(x, Sigmoid(x)) fused into epilogues");
+    summarize(scales, "channel scale Mul(s) (squeeze-and-excitation) fused into 1x1 Convs");
     for (const UnfusedSilu& u : unfused_silus)
       report->notes.push_back("SiLU '" + u.mul + "' not fused: " + u.reason);
     for (const FusedResidual& f : residuals)

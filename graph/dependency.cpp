@@ -173,7 +173,8 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
   const OpAttributes& a = op.attrs;
   switch (op.type) {
     case OpType::Conv: {
-      need_inputs(op, in, 2, a.fused_residual ? 4 : 3);
+      const size_t fused = (a.fused_residual ? 1 : 0) + (a.fused_input_scale ? 1 : 0);
+      need_inputs(op, in, fused > 0 ? 3 + fused : 2, 3 + fused);
       need_rank(op, in[0], 4);
       need_rank(op, in[1], 4);
       need_rank(op, output_shape, 4);
@@ -191,9 +192,18 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
         need_rank(op, in[2], 1);
         add(deps, 2, Region{{out.begin[1]}, {out.end[1]}}, in[2]);
       }
-      if (in.size() == 4) {  // fused residual: the same elements as the output
+      if (a.fused_residual) {  // the same elements as the output
         need_rank(op, in[3], 4);
         add(deps, 3, out, in[3]);
+      }
+      if (a.fused_input_scale) {  // the tile's images (or the one shared), X's channels
+        const size_t i = in.size() - 1;
+        need_rank(op, in[i], 4);
+        const bool shared = in[i][0] == 1;
+        add(deps, static_cast<int32_t>(i),
+            Region{{shared ? 0 : out.begin[0], xr.begin[1], 0, 0},
+                   {shared ? 1 : out.end[0], xr.end[1], 1, 1}},
+            in[i]);
       }
       break;
     }

@@ -123,11 +123,23 @@ std::vector<int64_t> spatial_output(const Operator& op, const Shape& x, bool cei
 }
 
 Shape conv_shape(const Operator& op, const std::vector<Shape>& in) {
-  // A fused residual (graph/fuse_residual.hpp) is input 3, the bias always present.
-  if (op.attrs.fused_residual)
-    check_input_count(op, in, 4, 4);
+  // A fused residual (graph/fuse_residual.hpp) is input 3, a fused input
+  // scale (graph/fuse_input_scale.hpp) the last input, the bias then always
+  // present.
+  const size_t fused = (op.attrs.fused_residual ? 1 : 0) + (op.attrs.fused_input_scale ? 1 : 0);
+  if (fused > 0)
+    check_input_count(op, in, 3 + fused, 3 + fused);
   else
     check_input_count(op, in, 2, 3);
+  if (op.attrs.fused_input_scale) {
+    const Shape& s = in.back();
+    if (in[0].size() != 4 || s.size() != 4 || (s[0] != in[0][0] && s[0] != 1) || s[1] != in[0][1] ||
+        s[2] != 1 || s[3] != 1)
+      fail(op, "fused input scale " + shape_to_string(s) + " is not [N or 1, C, 1, 1] of X " +
+                   shape_to_string(in[0]));
+    if (op.attrs.group != 1 || in[1].size() != 4 || in[1][2] != 1 || in[1][3] != 1)
+      fail(op, "a fused input scale needs a 1x1 conv with group 1");
+  }
   const Shape& x = in[0];
   const Shape& w = in[1];
   check_rank(op, x, 4, "input X");
@@ -148,7 +160,7 @@ Shape conv_shape(const Operator& op, const std::vector<Shape>& in) {
     fail(op, "bias must have shape [" + std::to_string(m) + "], got " + shape_to_string(in[2]));
   auto hw = spatial_output(op, x, false, false);
   Shape out = {x[0], m, hw[0], hw[1]};
-  if (in.size() == 4 && in[3] != out)
+  if (op.attrs.fused_residual && in[3] != out)
     fail(op, "fused residual " + shape_to_string(in[3]) + " differs from the output shape " +
                  shape_to_string(out));
   return out;
@@ -473,6 +485,8 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
   if (op.attrs.fused_residual && op.type != OpType::Conv && op.type != OpType::Gemm &&
       op.type != OpType::MatMul)
     fail(op, "has a fused residual, which only Conv, Gemm and MatMul support");
+  if (op.attrs.fused_input_scale && op.type != OpType::Conv)
+    fail(op, "has a fused input scale, which only Conv supports");
   // Only the ops whose kernels apply an epilogue may carry a fused activation.
   if (op.attrs.activation != Activation::None && op.type != OpType::Conv &&
       op.type != OpType::Gemm && op.type != OpType::MatMul)

@@ -49,6 +49,10 @@ namespace tessera::graph {
 //    output's shape and is added after the bias, before the activation
 //    (graph/fuse_residual.hpp). The same for MatMul (A, B, bias [N], R) and
 //    Gemm (A, B, C, R).
+//  - Conv with fused_input_scale (1x1, stride 1, no padding, group 1):
+//    inputs X, W, B (always present), [R,] S; S is [N, C, 1, 1] or [1, C, 1,
+//    1], and the conv reads X[n, c, h, w] * S[n, c, 0, 0] (a squeeze-and-
+//    excitation Mul, graph/fuse_input_scale.hpp).
 //  - LeakyRelu: alpha. HardSigmoid: max(0, min(1, alpha x + beta)).
 //    HardSwish: x * max(0, min(1, x / 6 + 1 / 2)). Max, Min: two operands,
 //    broadcasting like Add (the importer chains longer lists).
@@ -121,6 +125,7 @@ struct OpAttributes {
   bool keepdims = true;
   bool gelu_tanh = false;
   bool fused_residual = false;
+  bool fused_input_scale = false;
   PadMode pad_mode = PadMode::Constant;
   float pad_value = 0.0f;
   ResizeMode resize_mode = ResizeMode::Nearest;

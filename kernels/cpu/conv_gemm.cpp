@@ -14,6 +14,9 @@
 //     reads, into a pixel-major window panel (zero where it overhangs the
 //     image), and the patches are gathered from that (a 1×1 stride-1 conv
 //     uses the panel as A);
+//     With a fused input scale (a squeeze-and-excitation Mul, 1×1 convs
+//     only) the chunk's A is the input times the scale, copied into the
+//     patch panel: x * s goes to L1/L2, never back to memory;
 //  2. one gemm_tile() call with the bias (per column), the fused residual
 //     and the fused activation in its epilogue;
 //  3. an NHWC output is written by the GEMM in place (a chunk's pixels are
@@ -83,12 +86,26 @@ inline void copy_run(float* dst, const float* src, int64_t n) {
     std::memcpy(dst + i, src + i, kRunSlackFloats * sizeof(float));
 }
 
+// Inputs past X, W, B: a fused residual (input 3) and a fused input scale (last).
+size_t fused_conv_inputs(const graph::Operator& op) {
+  return (op.attrs.fused_residual ? 1 : 0) + (op.attrs.fused_input_scale ? 1 : 0);
+}
+
+// Image n's input scale (C floats), or null without one.
+const float* input_scale(const TileArgs& args, int64_t n) {
+  if (!args.op->attrs.fused_input_scale) return nullptr;
+  const ConstTensorView& s = args.inputs[args.input_count - 1];
+  return s.data + ((*s.shape)[0] == 1 ? 0 : n * (*s.shape)[1]);
+}
+
 std::optional<std::string> applies_with(const graph::Operator& op,
                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (op.type != graph::OpType::Conv) return "not a Conv";
-  const size_t max_inputs = op.attrs.fused_residual ? 4 : 3;
-  if (inputs.size() < 2 || inputs.size() > max_inputs)
-    return "expected 2 to " + std::to_string(max_inputs) + " inputs";
+  const size_t fused = fused_conv_inputs(op);
+  const size_t max_inputs = 3 + fused;
+  if (inputs.size() < (fused > 0 ? max_inputs : 2) || inputs.size() > max_inputs)
+    return "expected " + std::string(fused > 0 ? "" : "2 to ") + std::to_string(max_inputs) +
+           " inputs";
   for (const ConstTensorView& input : inputs)
     if (!input.shape) return "an input has no shape";
   if (auto why = conv_geometry(op, *inputs[0].shape, *inputs[1].shape, g)) return why;
@@ -98,7 +115,15 @@ std::optional<std::string> applies_with(const graph::Operator& op,
   if (!inputs[1].data) return "weights are not constant";
   if (inputs.size() >= 3 && *inputs[2].shape != graph::Shape{g.out_channels})
     return "bias shape " + graph::shape_to_string(*inputs[2].shape) + " is not [OC]";
-  if (op.attrs.fused_residual && inputs.size() != 4) return "fused residual without its input";
+  if (op.attrs.fused_input_scale) {
+    if (g.k_h != 1 || g.k_w != 1 || g.stride_h != 1 || g.stride_w != 1 || g.pad_top != 0 ||
+        g.pad_left != 0 || g.out_h != g.in_h || g.out_w != g.in_w)
+      return "a fused input scale needs a 1x1 stride-1 unpadded conv";
+    const graph::Shape& ss = *inputs.back().shape;
+    if (ss.size() != g.rank || (ss[0] != (*inputs[0].shape)[0] && ss[0] != 1) ||
+        ss[1] != g.channels || graph::shape_numel(ss) != ss[0] * g.channels)
+      return "input scale shape " + graph::shape_to_string(ss) + " is not [N or 1, C, 1, 1]";
+  }
   return std::nullopt;
 }
 
@@ -202,7 +227,14 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   const int64_t ih_begin = oh_begin * g.stride_h - g.pad_top;
   const int64_t iw_begin = ow_begin * g.stride_w - g.pad_left;
   const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
-  if (input_is_a(args, g)) {
+  const float* scale = input_scale(args, n);
+  if (scale && input_is_a(args, g)) {
+    float* scaled = grown(scratch.patches, pixels * c);
+    const float* x = args.inputs[0].data + first_pixel * c;
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t ch = 0; ch < c; ++ch) scaled[p * c + ch] = x[p * c + ch] * scale[ch];
+    a = scaled;
+  } else if (input_is_a(args, g)) {
     a = args.inputs[0].data + first_pixel * c;  // in_h, in_w == out_h, out_w
   } else if (x_nhwc) {
     float* patches = grown(scratch.patches, pixels * k + kRunSlackFloats);
@@ -213,6 +245,9 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
     const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
     float* window = grown(scratch.input, window_rows * window_cols * c + kRunSlackFloats);
     gather_input_window(image, g, ih_begin, window_rows, iw_begin, window_cols, window);
+    if (scale)  // 1×1 stride 1 (applies_with): the window is A
+      for (int64_t p = 0; p < window_rows * window_cols; ++p)
+        for (int64_t ch = 0; ch < c; ++ch) window[p * c + ch] *= scale[ch];
     a = window;
     if (g.k_h != 1 || g.k_w != 1 || g.stride_h != 1 || g.stride_w != 1) {
       float* patches = grown(scratch.patches, pixels * k + kRunSlackFloats);
@@ -240,7 +275,7 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   }
 
   const int64_t out_plane = g.out_h * g.out_w;
-  if (args.input_count == 4) {  // fused residual, read pixel-major like Y^T
+  if (args.op->attrs.fused_residual) {  // read pixel-major like Y^T
     const ConstTensorView& residual = args.inputs[3];
     if (is_nhwc(residual.layout, g)) {
       epilogue.residual = residual.data + first_pixel * g.out_channels;
@@ -297,7 +332,8 @@ PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTen
 }
 
 void conv_gemm(const TileArgs& args) {
-  check_dense_tile_args(kVariant, args, 2, args.op && args.op->attrs.fused_residual ? 4 : 3,
+  const size_t fused = args.op ? fused_conv_inputs(*args.op) : 0;
+  check_dense_tile_args(kVariant, args, fused > 0 ? 3 + fused : 2, 3 + fused,
                         /*needs_prepared=*/true);
   const auto& prep = *static_cast<const ConvGemmPrepared*>(args.prepared);
   const ConvGeometry& g = prep.geometry;
@@ -313,7 +349,7 @@ void conv_gemm(const TileArgs& args) {
     fail_op(kVariant, args.op,
             "shapes differ from the prepared ones (input " + graph::shape_to_string(x_shape) +
                 ", output " + graph::shape_to_string(y_shape) + ")");
-  if (args.input_count == 4 && *args.inputs[3].shape != y_shape)
+  if (args.op->attrs.fused_residual && *args.inputs[3].shape != y_shape)
     fail_op(kVariant, args.op,
             "residual shape " + graph::shape_to_string(*args.inputs[3].shape) +
                 " differs from the output shape " + graph::shape_to_string(y_shape));
@@ -332,8 +368,9 @@ void conv_gemm(const TileArgs& args) {
   // Chunks bound the scratch panels. With A read from the input and Y
   // written in place there are none: the whole tile is one GEMM, so the
   // packed weights are streamed once per tile, not once per chunk.
-  const bool no_panels = input_is_a(args, g) && is_nhwc(args.output.layout, g) &&
-                         (args.input_count < 4 || is_nhwc(args.inputs[3].layout, g));
+  const bool no_panels = input_is_a(args, g) && !args.op->attrs.fused_input_scale &&
+                         is_nhwc(args.output.layout, g) &&
+                         (!args.op->attrs.fused_residual || is_nhwc(args.inputs[3].layout, g));
   const int64_t max_pixels = no_panels ? (oh1 - oh0) * (ow1 - ow0)
                                        : std::clamp(kPatchPanelFloats / prep.weights.k(),
                                                     kMinChunkPixels, kMaxChunkPixels);

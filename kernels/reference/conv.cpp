@@ -1,7 +1,9 @@
 // Reference convolution: 2-D (and 1-D, as 2-D with H = 1), groups,
 // strides, dilations, asymmetric pads, optional bias, optional fused
-// residual. Each output element accumulates in float in the fixed order
-// (c, kh, kw), then adds the bias, then the residual, then the activation.
+// residual, optional fused input scale (X[n, c] * S[n, c] rounded first, as
+// the Mul it replaces did). Each output element accumulates in float in the
+// fixed order (c, kh, kw), then adds the bias, then the residual, then the
+// activation.
 // X, Y and the residual are indexed through their layouts' strides (NCHW or
 // NHWC, graph/layout.hpp), so the arithmetic is the same in every layout.
 #include <algorithm>
@@ -14,7 +16,10 @@
 namespace tessera::kernels::reference {
 
 void conv(const TileArgs& args) {
-  check_tile_args(args, 2, args.op && args.op->attrs.fused_residual ? 4 : 3);
+  const bool fused_residual = args.op && args.op->attrs.fused_residual;
+  const bool fused_scale = args.op && args.op->attrs.fused_input_scale;
+  const size_t fused = (fused_residual ? 1 : 0) + (fused_scale ? 1 : 0);
+  check_tile_args(args, fused > 0 ? 3 + fused : 2, 3 + fused);
   const graph::OpAttributes& attrs = args.op->attrs;
   const graph::Shape& x_shape = *args.inputs[0].shape;
   const graph::Shape& w_shape = *args.inputs[1].shape;
@@ -51,12 +56,24 @@ void conv(const TileArgs& args) {
   }
   const float* residual = nullptr;
   std::vector<int64_t> r_strides;
-  if (args.input_count == 4) {
+  if (fused_residual) {
     if (*args.inputs[3].shape != y_shape)
       fail(args, "residual shape " + graph::shape_to_string(*args.inputs[3].shape) +
                      " differs from the output shape " + graph::shape_to_string(y_shape));
     residual = args.inputs[3].data;
     r_strides = layout_strides_of(args.inputs[3]);
+  }
+  // The scale of image n, channel c: scale[n * scale_n + c].
+  const float* scale = nullptr;
+  int64_t scale_n = 0;
+  if (fused_scale) {
+    const ConstTensorView& sv = args.inputs[args.input_count - 1];
+    const graph::Shape& ss = *sv.shape;
+    if (ss.size() != rank || (ss[0] != batch && ss[0] != 1) || ss[1] != channels ||
+        graph::shape_numel(ss) != ss[0] * channels)
+      fail(args, "input scale shape " + graph::shape_to_string(ss) + " is not [N or 1, C, 1, 1]");
+    scale = sv.data;
+    scale_n = ss[0] == 1 ? 0 : channels;
   }
   const int64_t out_per_group = out_channels / group;
   // Strides by logical dim; the 1-D form has no H stride (H = 1).
@@ -84,6 +101,8 @@ void conv(const TileArgs& args) {
         for (int64_t c = 0; c < group_channels; ++c) {
           const float* plane = x + n * xs[0] + (first_channel + c) * x_sc;
           const float* kernel = w + (m * group_channels + c) * k_h * k_w;
+          const float sc = scale ? scale[n * scale_n + first_channel + c] : 1.0f;  // x * 1 is x
+
           for (int64_t kh = 0; kh < k_h; ++kh) {
             const int64_t ih = oh * stride_h - pad_top + kh * dilation_h;
             if (ih < 0 || ih >= in_h) continue;
@@ -98,10 +117,10 @@ void conv(const TileArgs& args) {
               if (stride_w == 1 && x_sw == 1 && y_sw == 1 && lo < hi) {
                 const float* src = in_row + lo + shift;  // lo + shift >= 0
                 float* dst = row + lo;
-                for (int64_t i = 0; i < hi - lo; ++i) dst[i] += weight * src[i];
+                for (int64_t i = 0; i < hi - lo; ++i) dst[i] += weight * (src[i] * sc);
               } else {
                 for (int64_t ow = lo; ow < hi; ++ow)
-                  row[ow * y_sw] += weight * in_row[(ow * stride_w + shift) * x_sw];
+                  row[ow * y_sw] += weight * (in_row[(ow * stride_w + shift) * x_sw] * sc);
               }
             }
           }

@@ -75,7 +75,7 @@ InputBounds input_bounds(graph::OpType type) {
   using graph::OpType;
   switch (type) {
     case OpType::Conv:
-      return {2, 4};  // X, W, B; a fused residual is input 3
+      return {2, 5};  // X, W, B; a fused residual is input 3, a fused input scale last
     case OpType::Gemm:
       return {2, 4};  // A, B, C; a fused residual is input 3
     case OpType::MatMul:
@@ -460,6 +460,7 @@ class TessLoader {
     a.keepdims = fa->keepdims();
     a.gelu_tanh = fa->gelu_tanh();
     a.fused_residual = fa->fused_residual();
+    a.fused_input_scale = fa->fused_input_scale();
     // Enum values past the last known one are caught by graph::infer_output_shape.
     a.pad_mode = static_cast<graph::PadMode>(fa->pad_mode());
     a.pad_value = fa->pad_value();

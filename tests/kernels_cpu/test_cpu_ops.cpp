@@ -103,7 +103,8 @@ std::string describe(const OpCase& c) {
     for (int64_t v : a.pads) s << " " << v;
     s << " dilations";
     for (int64_t v : a.dilations) s << " " << v;
-    s << " group " << a.group << (a.fused_residual ? " residual" : "");
+    s << " group " << a.group << (a.fused_residual ? " residual" : "")
+      << (a.fused_input_scale ? " input scale" : "");
   }
   s << " layouts";
   for (size_t i = 0; i < c.inputs.size(); ++i) s << " " << graph::layout_name(input_layout(c, i));
@@ -564,6 +565,98 @@ TEST_CASE("cpu.conv_gemm: every mix of NCHW and NHWC input, output and residual"
         if (spec.residual) c->layouts[3] = layout(2);
         check_case("cpu.conv_gemm", *c, seed++);
       }
+}
+
+// A fused input scale (graph/fuse_input_scale.hpp): the reference against
+// itself run on X * S computed first (the Mul the scale replaces), bitwise;
+// then cpu.conv_gemm against the reference, in every layout mix, with and
+// without residual, a per-image and a shared scale. The other conv variants
+// refuse it.
+TEST_CASE("a fused input scale: the reference is the Mul then the conv; cpu.conv_gemm matches") {
+  uint64_t seed = base_seed() * 7919u + 900;
+  std::mt19937_64 rng(seed);
+  const TileKernelVariant* reference = kernels::find_tile_kernel_variant(OpType::Conv, "reference");
+  REQUIRE(reference != nullptr);
+  for (int t = 0; t < 40; ++t) {
+    ConvSpec spec;
+    spec.batch = pick<int64_t>(rng, {1, 2, 3});
+    spec.channels = pick<int64_t>(rng, {1, 5, 16, 33, 96});
+    spec.out_channels = pick<int64_t>(rng, {1, 7, 16, 40});
+    spec.in_h = 1 + static_cast<int64_t>(rng() % 9);
+    spec.in_w = 1 + static_cast<int64_t>(rng() % 13);
+    spec.bias = true;
+    spec.residual = rng() % 2 == 0;
+    spec.activation = pick(rng, {Activation::None, Activation::Relu, Activation::Silu});
+    std::optional<OpCase> c = conv_case(spec, "input scale");
+    REQUIRE(c.has_value());
+    const bool shared = rng() % 3 == 0;
+    const graph::Shape scale_shape{shared ? 1 : spec.batch, spec.channels, 1, 1};
+    c->op.attrs.fused_input_scale = true;
+    c->inputs.push_back(scale_shape);
+    c->constant.push_back(false);
+    INFO(describe(*c), " shared scale ", shared);
+
+    // The reference, NCHW, whole output: fused vs X * S then the unfused conv.
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<std::vector<float>> data(c->inputs.size());
+    for (size_t i = 0; i < data.size(); ++i) {
+      data[i].resize(static_cast<size_t>(graph::shape_numel(c->inputs[i])));
+      for (float& v : data[i]) v = dist(rng);
+    }
+    std::vector<float> scaled = data[0];
+    const int64_t plane = spec.in_h * spec.in_w;
+    for (int64_t n = 0; n < spec.batch; ++n)
+      for (int64_t ch = 0; ch < spec.channels; ++ch)
+        for (int64_t p = 0; p < plane; ++p)
+          scaled[static_cast<size_t>((n * spec.channels + ch) * plane + p)] *=
+              data.back()[static_cast<size_t>((shared ? 0 : n) * spec.channels + ch)];
+    const graph::Region whole = graph::Region::whole(c->output);
+    const auto numel = static_cast<size_t>(graph::shape_numel(c->output));
+    std::vector<ConstTensorView> views;
+    for (size_t i = 0; i < data.size(); ++i) views.push_back({data[i].data(), &c->inputs[i]});
+    std::vector<float> fused(numel), unfused(numel);
+    reference->run({.op = &c->op,
+                    .inputs = views.data(),
+                    .input_count = views.size(),
+                    .output = {fused.data(), &c->output},
+                    .region = &whole});
+    graph::Operator plain = c->op;
+    plain.attrs.fused_input_scale = false;
+    views[0].data = scaled.data();
+    reference->run({.op = &plain,
+                    .inputs = views.data(),
+                    .input_count = views.size() - 1,
+                    .output = {unfused.data(), &c->output},
+                    .region = &whole});
+    int64_t differ = 0;
+    for (size_t i = 0; i < numel; ++i) differ += !same_bits(fused[i], unfused[i]);
+    CHECK(differ == 0);
+
+    randomise_layouts(*c, rng, /*uniform=*/false);
+    check_case("cpu.conv_gemm", *c, seed + static_cast<uint64_t>(t));
+    std::vector<ConstTensorView> prepare_views;
+    for (size_t i = 0; i < c->inputs.size(); ++i)
+      prepare_views.push_back({c->constant[i] ? data[i].data() : nullptr, &c->inputs[i]});
+    for (const char* other : {"cpu.conv_depthwise", "cpu.conv_winograd", "cpu.conv_sparse"}) {
+      const TileKernelVariant* v = kernels::find_tile_kernel_variant(OpType::Conv, other);
+      REQUIRE(v != nullptr);
+      CHECK(v->applies(c->op, prepare_views).has_value());
+    }
+  }
+  // Not a 1x1 stride-1 unpadded conv: cpu.conv_gemm refuses the scale.
+  ConvSpec spec{.channels = 4, .out_channels = 4, .in_h = 5, .in_w = 5, .k_h = 3, .k_w = 3};
+  std::optional<OpCase> c = conv_case(spec, "3x3 with a scale");
+  REQUIRE(c.has_value());
+  c->op.attrs.fused_input_scale = true;
+  c->inputs.push_back({1, 4, 1, 1});
+  std::vector<float> w(4 * 4 * 9, 0.5f);
+  std::vector<ConstTensorView> views;
+  for (size_t i = 0; i < c->inputs.size(); ++i)
+    views.push_back({i == 1 ? w.data() : nullptr, &c->inputs[i]});
+  const std::optional<std::string> why =
+      kernels::find_tile_kernel_variant(OpType::Conv, "cpu.conv_gemm")->applies(c->op, views);
+  REQUIRE(why.has_value());
+  CHECK(why->find("1x1") != std::string::npos);
 }
 
 TEST_CASE("cpu.conv_depthwise matches the reference conv") {

@@ -199,10 +199,10 @@ bool same_attributes(const graph::OpAttributes& a, const graph::OpAttributes& b)
          a.indices == b.indices && a.indices_shape == b.indices_shape && a.starts == b.starts &&
          a.steps == b.steps && a.axes == b.axes && a.keepdims == b.keepdims &&
          a.gelu_tanh == b.gelu_tanh && a.activation == b.activation &&
-         a.fused_residual == b.fused_residual && a.pad_mode == b.pad_mode &&
-         same_bits(a.pad_value, b.pad_value) && a.resize_mode == b.resize_mode &&
-         a.coordinate_mode == b.coordinate_mode && a.nearest_mode == b.nearest_mode &&
-         a.scales.size() == b.scales.size() &&
+         a.fused_residual == b.fused_residual && a.fused_input_scale == b.fused_input_scale &&
+         a.pad_mode == b.pad_mode && same_bits(a.pad_value, b.pad_value) &&
+         a.resize_mode == b.resize_mode && a.coordinate_mode == b.coordinate_mode &&
+         a.nearest_mode == b.nearest_mode && a.scales.size() == b.scales.size() &&
          std::equal(a.scales.begin(), a.scales.end(), b.scales.begin(), same_bits);
 }
 

@@ -54,16 +54,8 @@ std::vector<RewrittenPattern> fuse_input_scales(Graph& graph) {
       const Shape& ss = si.shape;
       if ((ss[0] != xs[0] && ss[0] != 1) || ss[1] != xs[1] || ss[2] != 1 || ss[3] != 1) continue;
       if (graph.tensors[out].shape != xs || !pointwise_conv(graph, conv, xs[1])) continue;
-      if (conv.inputs.size() == 2) {  // the layout X, W, B, [R,] S needs a bias
-        const int64_t oc = graph.tensors[static_cast<size_t>(conv.inputs[1])].shape[0];
-        TensorInfo bias;
-        bias.name = conv.name + "_zero_bias";
-        bias.shape = {oc};
-        bias.is_weight = true;
-        bias.weight.assign(static_cast<size_t>(oc), 0.0f);
-        graph.tensors.push_back(std::move(bias));
-        conv.inputs.push_back(static_cast<int32_t>(graph.tensors.size() - 1));
-      }
+      if (conv.inputs.size() == 2)  // the layout X, W, B, [R,] S needs a bias
+        append_zero_bias(graph, conv, graph.tensors[static_cast<size_t>(conv.inputs[1])].shape[0]);
       conv.inputs[0] = x;
       conv.inputs.push_back(s);
       conv.attrs.fused_input_scale = true;

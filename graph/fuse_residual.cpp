@@ -1,5 +1,7 @@
 #include "graph/fuse_residual.hpp"
 
+#include "graph/graph_uses.hpp"
+
 namespace tessera::graph {
 
 std::vector<FusedResidual> fuse_residual_adds(Graph& graph) {
@@ -89,15 +91,9 @@ std::vector<FusedResidual> fuse_residual_adds(Graph& graph) {
     const Shape product_shape = shape_of(prod.outputs[0]);
     if (prod.inputs.size() == 2) {
       // Conv: one bias per output channel; MatMul, Gemm: one per column.
-      const int64_t channels =
-          prod.type == OpType::Conv ? shape_of(prod.inputs[1])[0] : product_shape.back();
-      TensorInfo bias;
-      bias.name = prod.name + "_zero_bias";
-      bias.shape = {channels};
-      bias.is_weight = true;
-      bias.weight.assign(static_cast<size_t>(channels), 0.0f);
-      graph.tensors.push_back(std::move(bias));
-      prod.inputs.push_back(static_cast<int32_t>(graph.tensors.size() - 1));
+      append_zero_bias(
+          graph, prod,
+          prod.type == OpType::Conv ? shape_of(prod.inputs[1])[0] : product_shape.back());
     }
     if (chosen.reshape >= 0) {
       // The residual reshaped to the product's shape (an alias in the memory

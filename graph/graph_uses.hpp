@@ -51,6 +51,18 @@ inline bool is_constant_near(const Graph& graph, int32_t t, float expected, floa
   return std::fabs(info.weight[0] - expected) <= tol * std::max(1.0f, std::fabs(expected));
 }
 
+// Appends a zero bias of `channels` weights to op's inputs: for fusions that
+// need the bias slot (input 2) filled before adding inputs after it.
+inline void append_zero_bias(Graph& graph, Operator& op, int64_t channels) {
+  TensorInfo bias;
+  bias.name = op.name + "_zero_bias";
+  bias.shape = {channels};
+  bias.is_weight = true;
+  bias.weight.assign(static_cast<size_t>(channels), 0.0f);
+  graph.tensors.push_back(std::move(bias));
+  op.inputs.push_back(static_cast<int32_t>(graph.tensors.size() - 1));
+}
+
 // Drops the ops marked in `removed`, keeping the order of the others.
 inline void erase_ops(Graph& graph, const std::vector<bool>& removed) {
   std::vector<Operator> kept;

@@ -11,7 +11,6 @@
 #include <xsimd/xsimd.hpp>
 
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/vector_math.hpp"
@@ -40,25 +39,15 @@ inline B activation_approx(GemmActivation activation, B x, float clip_min, float
   return x;
 }
 
-// values[i] = activation(values[i]) for i < n in batches of Arch; the tail
-// (fewer than a batch) goes through a padded buffer and the same code, so an
-// element's bits do not depend on where the span starts or ends.
+// values[i] = activation(values[i]) for i < n in batches of Arch (map_span:
+// the tail through a padded buffer and the same code, so an element's bits
+// do not depend on where the span starts or ends).
 template <class Arch>
 inline void activation_span_approx(GemmActivation activation, float clip_min, float clip_max,
                                    float* values, int64_t n) {
   using B = xsimd::batch<float, Arch>;
-  constexpr int64_t W = static_cast<int64_t>(B::size);
-  int64_t i = 0;
-  for (; i + W <= n; i += W)
-    activation_approx(activation, B::load_unaligned(values + i), clip_min, clip_max)
-        .store_unaligned(values + i);
-  if (i < n) {
-    alignas(64) float buffer[W] = {};
-    std::memcpy(buffer, values + i, static_cast<size_t>(n - i) * sizeof(float));
-    activation_approx(activation, B::load_unaligned(buffer), clip_min, clip_max)
-        .store_unaligned(buffer);
-    std::memcpy(values + i, buffer, static_cast<size_t>(n - i) * sizeof(float));
-  }
+  map_span<B>(values, values, n, 0.0f,
+              [&](B x) { return activation_approx(activation, x, clip_min, clip_max); });
 }
 
 }  // namespace

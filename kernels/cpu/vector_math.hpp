@@ -26,7 +26,9 @@
 //    included; 0 below -88.8 and 1 past 87, like the C library's; NaN -> NaN.
 #include <xsimd/xsimd.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/simd_fma.hpp"
 
@@ -35,6 +37,23 @@ namespace {
 
 template <class B>
 using IntBatch = xsimd::batch<int32_t, typename B::arch_type>;
+
+// Calls fn(batch) -> batch over x[0, n) into y[0, n) (y may be x), the tail
+// padded with `pad`: a span's last elements go through the same vector code,
+// so an element's result never depends on where the span starts or ends.
+template <class B, class Fn>
+inline void map_span(const float* x, float* y, int64_t n, float pad, Fn&& fn) {
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) fn(B::load_unaligned(x + i)).store_unaligned(y + i);
+  if (i < n) {
+    alignas(64) float buffer[W];
+    std::fill(buffer, buffer + W, pad);
+    std::memcpy(buffer, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    fn(B::load_unaligned(buffer)).store_unaligned(buffer);
+    std::memcpy(y + i, buffer, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
 
 // exp(x): Cody-Waite reduction x = n ln2 + r, |r| <= ln2 / 2, and Cephes'
 // expf polynomial for e^r (Moshier, Cephes Math Library). 2^n is applied as

@@ -63,21 +63,6 @@ inline B unary_math(UnaryMath op, B x, UnaryMathParams p) {
   return x;
 }
 
-// Calls fn(batch) -> batch over x[0, n) into y[0, n), the tail padded with `pad`.
-template <class B, class Fn>
-inline void map_span(const float* x, float* y, int64_t n, float pad, Fn&& fn) {
-  constexpr int64_t W = static_cast<int64_t>(B::size);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) fn(B::load_unaligned(x + i)).store_unaligned(y + i);
-  if (i < n) {
-    alignas(64) float buffer[W];
-    std::fill(buffer, buffer + W, pad);
-    std::memcpy(buffer, x + i, static_cast<size_t>(n - i) * sizeof(float));
-    fn(B::load_unaligned(buffer)).store_unaligned(buffer);
-    std::memcpy(y + i, buffer, static_cast<size_t>(n - i) * sizeof(float));
-  }
-}
-
 template <class A>
 void unary_span(UnaryMath op, const float* x, float* y, int64_t n, UnaryMathParams params) {
   using B = xsimd::batch<float, A>;

@@ -15,11 +15,12 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+import scratch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -61,7 +62,7 @@ def main():
     for exe in (tessera, driver):
         if not os.access(exe, os.X_OK):
             sys.exit(f"error: {exe} is missing (build the targets tessera and bench_coexec)")
-    work = tempfile.mkdtemp(prefix="tessera_coexec_")
+    work = scratch.work_dir("tessera_coexec_")
     if args.models:
         for path in args.models:
             if not os.path.isfile(path):

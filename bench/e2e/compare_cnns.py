@@ -19,13 +19,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_ort import ROOT, ort_median_ms  # noqa: E402
+import scratch  # noqa: E402
 
 MODELS = ["resnet50", "mobilenetv2"]
 
@@ -93,7 +93,7 @@ def main():
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # keep the header ahead of the progress lines on stderr
 
-    work = tempfile.mkdtemp(prefix="tessera_cnns_")
+    work = scratch.work_dir("tessera_cnns_")
     models_dir = args.models_dir or work
     missing = [m for m in args.models if not os.path.exists(os.path.join(models_dir, m + ".onnx"))]
     if missing:

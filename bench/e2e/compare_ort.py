@@ -14,11 +14,12 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 import onnxruntime as ort
+
+import scratch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -47,7 +48,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="tessera_bench_")
+    work = scratch.work_dir("tessera_bench_")
     model = args.model
     if model is None:
         model = os.path.join(work, "small_cnn.onnx")

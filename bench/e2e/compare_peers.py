@@ -28,7 +28,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -37,6 +36,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+import scratch  # noqa: E402
 
 PEERS = ["tessera", "ort", "torch", "torchscript", "tvm"]
 
@@ -203,7 +203,7 @@ def main():
     for name in args.models:
         onnx_path, _ = export_torch_models.export(name, args.batch, args.seq, args.layers,
                                                   args.opset, "dynamo", args.models_dir)
-        work = tempfile.mkdtemp(prefix=f"tessera_peers_{name}_")
+        work = scratch.work_dir(f"tessera_peers_{name}_")
         _, example = torch_models.build(name, args.batch, args.seq, args.layers)
         inputs = {}
         for k, v in example.items():

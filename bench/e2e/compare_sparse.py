@@ -39,7 +39,6 @@ import platform
 import re
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -49,6 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import compare_peers  # noqa: E402
 import prune_models  # noqa: E402
+import scratch  # noqa: E402
 
 # name: (torch_models name, prune_model arguments)
 CASES = {
@@ -190,7 +190,7 @@ def main():
         pruned_path, _ = prune_models.prune_file(src, pruned_path, quiet=True, **prune_args)
         weights = {name: use.node for name, use in prune_models.prunable_weights(
             onnx.load(pruned_path, load_external_data=False)).items()}
-        work = tempfile.mkdtemp(prefix=f"tessera_sparse_{case}_")
+        work = scratch.work_dir(f"tessera_sparse_{case}_")
         spec = {"model": source_name, "onnx": pruned_path,
                 "inputs": random_inputs(pruned_path, work), "iterations": args.iterations,
                 "warmup": args.warmup}

@@ -21,7 +21,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import onnx
@@ -31,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from compare_cnns import tessera_median_ms  # noqa: E402
 from compare_ort import ort_median_ms  # noqa: E402
+import scratch  # noqa: E402
 
 
 def model_flops(path, feeds):
@@ -105,7 +105,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
-    work = tempfile.mkdtemp(prefix="tessera_peak_")
+    work = scratch.work_dir("tessera_peak_")
 
     print(f"{'model':<32} {'thr':>3} {'GFLOP':>7} {'peak GF/s':>10} {'ORT ms':>8} {'ORT GF/s':>9} "
           f"{'ORT %pk':>8} {'needs':>7}" + (f" {'tessera ms':>11} {'tess %pk':>9}" if args.tessera else ""))

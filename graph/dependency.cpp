@@ -173,7 +173,7 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
   const OpAttributes& a = op.attrs;
   switch (op.type) {
     case OpType::Conv: {
-      const size_t fused = (a.fused_residual ? 1 : 0) + (a.fused_input_scale ? 1 : 0);
+      const size_t fused = fused_conv_inputs(a);
       need_inputs(op, in, fused > 0 ? 3 + fused : 2, 3 + fused);
       need_rank(op, in[0], 4);
       need_rank(op, in[1], 4);

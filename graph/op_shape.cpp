@@ -126,7 +126,7 @@ Shape conv_shape(const Operator& op, const std::vector<Shape>& in) {
   // A fused residual (graph/fuse_residual.hpp) is input 3, a fused input
   // scale (graph/fuse_input_scale.hpp) the last input, the bias then always
   // present.
-  const size_t fused = (op.attrs.fused_residual ? 1 : 0) + (op.attrs.fused_input_scale ? 1 : 0);
+  const size_t fused = fused_conv_inputs(op.attrs);
   if (fused > 0)
     check_input_count(op, in, 3 + fused, 3 + fused);
   else

@@ -1,5 +1,6 @@
 #pragma once
 // One operator of the graph: its type, attributes and tensor operands.
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -148,5 +149,11 @@ struct Operator {
   std::vector<int32_t> outputs;      // tensor indices; every supported op has one output
   std::string kernel = "reference";  // kernel variant chosen by the compiler
 };
+
+// A Conv's inputs past X, W, B: a fused residual (input 3) and a fused input
+// scale (last). With any, all 3 + this many inputs are present (B included).
+inline size_t fused_conv_inputs(const OpAttributes& a) {
+  return (a.fused_residual ? 1 : 0) + (a.fused_input_scale ? 1 : 0);
+}
 
 }  // namespace tessera::graph

@@ -86,11 +86,6 @@ inline void copy_run(float* dst, const float* src, int64_t n) {
     std::memcpy(dst + i, src + i, kRunSlackFloats * sizeof(float));
 }
 
-// Inputs past X, W, B: a fused residual (input 3) and a fused input scale (last).
-size_t fused_conv_inputs(const graph::Operator& op) {
-  return (op.attrs.fused_residual ? 1 : 0) + (op.attrs.fused_input_scale ? 1 : 0);
-}
-
 // Image n's input scale (C floats), or null without one.
 const float* input_scale(const TileArgs& args, int64_t n) {
   if (!args.op->attrs.fused_input_scale) return nullptr;
@@ -101,7 +96,7 @@ const float* input_scale(const TileArgs& args, int64_t n) {
 std::optional<std::string> applies_with(const graph::Operator& op,
                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (op.type != graph::OpType::Conv) return "not a Conv";
-  const size_t fused = fused_conv_inputs(op);
+  const size_t fused = graph::fused_conv_inputs(op.attrs);
   const size_t max_inputs = 3 + fused;
   if (inputs.size() < (fused > 0 ? max_inputs : 2) || inputs.size() > max_inputs)
     return "expected " + std::string(fused > 0 ? "" : "2 to ") + std::to_string(max_inputs) +
@@ -332,7 +327,7 @@ PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTen
 }
 
 void conv_gemm(const TileArgs& args) {
-  const size_t fused = args.op ? fused_conv_inputs(*args.op) : 0;
+  const size_t fused = args.op ? graph::fused_conv_inputs(args.op->attrs) : 0;
   check_dense_tile_args(kVariant, args, fused > 0 ? 3 + fused : 2, 3 + fused,
                         /*needs_prepared=*/true);
   const auto& prep = *static_cast<const ConvGemmPrepared*>(args.prepared);

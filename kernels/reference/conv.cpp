@@ -18,7 +18,7 @@ namespace tessera::kernels::reference {
 void conv(const TileArgs& args) {
   const bool fused_residual = args.op && args.op->attrs.fused_residual;
   const bool fused_scale = args.op && args.op->attrs.fused_input_scale;
-  const size_t fused = (fused_residual ? 1 : 0) + (fused_scale ? 1 : 0);
+  const size_t fused = args.op ? graph::fused_conv_inputs(args.op->attrs) : 0;
   check_tile_args(args, fused > 0 ? 3 + fused : 2, 3 + fused);
   const graph::OpAttributes& attrs = args.op->attrs;
   const graph::Shape& x_shape = *args.inputs[0].shape;

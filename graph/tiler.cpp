@@ -230,6 +230,28 @@ std::vector<std::pair<int64_t, int64_t>> weight_column_runs(const Operator& op,
   return runs;
 }
 
+// A 3×3 stride-1 conv on a map of 14 to 27 rows or columns (ResNet-50's
+// 14×14 stage): cpu.conv_winograd covers a tile with 4×4 blocks, and runs
+// of 3–7 rows hold too few of them to pay for its 36 transformed weight
+// matrices (`bench_conv 3 winograd`: x0.74 against cpu.conv_gemm on rows
+// 4:7 of 14×14×256, x1.7 on the whole map). The automatic rule cuts such
+// convs by output channels over whole maps instead: each channel tile reads
+// its own slice of the transformed weights, and the GEMMs keep all blocks.
+// From 28 rows on, runs of rows hold enough blocks; under 14 Winograd does
+// not apply.
+constexpr int64_t kWholeMapConvMinSide = 14;
+constexpr int64_t kWholeMapConvMaxSide = 27;
+
+bool whole_map_conv(const Operator& op, const Shape& out) {
+  const OpAttributes& a = op.attrs;
+  if (op.type != OpType::Conv || a.group != 1 || a.kernel_shape != std::vector<int64_t>{3, 3})
+    return false;
+  if (std::ranges::any_of(a.strides, [](int64_t s) { return s != 1; })) return false;
+  if (std::ranges::any_of(a.dilations, [](int64_t d) { return d != 1; })) return false;
+  const int64_t side = std::min(out[2], out[3]);
+  return side >= kWholeMapConvMinSide && side <= kWholeMapConvMaxSide;
+}
+
 }  // namespace
 
 std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
@@ -240,7 +262,12 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
 
   // Tile-count rule: about two tiles per thread so that DSEs can keep busy
   // while others finish their paths, but never tiles with less than
-  // kMinWorkPerTile work; --tiles overrides it.
+  // kMinWorkPerTile work; --tiles overrides it. One thread has no one to
+  // keep busy: whole ops there (images still get a tile each). Each tile of
+  // a conv streams the op's weights again, so ResNet-50 ran 51.8 ms of tile
+  // time per run as whole ops against 54.2 as two tiles each (tessera run
+  // --profile, 1 thread; 14×14 and 7×7 stages and Winograd gained most);
+  // MobileNetV2, EfficientNet-B0, BERT and GPT-2 were the same within noise.
   int64_t wanted = options.tiles;
   if (wanted <= 0) {
     int64_t threads =
@@ -250,7 +277,7 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
       producer[static_cast<size_t>(graph.ops[i].outputs[0])] = static_cast<int32_t>(i);
     std::vector<int64_t> memo(graph.ops.size(), -1);
     const int64_t work = tiling_work(graph, producer, op_index, memo);
-    wanted = std::clamp<int64_t>(work / kMinWorkPerTile, 1, 2 * threads);
+    wanted = std::clamp<int64_t>(work / kMinWorkPerTile, 1, threads == 1 ? 1 : 2 * threads);
   }
 
   Region whole = Region::whole(out);
@@ -276,8 +303,11 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
     // then channels); --tiles keeps rows only.
     int64_t channel_parts = 1;
     const int64_t pixels = out[2] * out[3];
-    if (op.type == OpType::Conv && options.tiles <= 0 && per_image > 1 &&
-        pixels < per_image * kMinConvPixelsPerTile) {
+    if (options.tiles <= 0 && per_image > 1 && whole_map_conv(op, out)) {
+      channel_parts = std::clamp<int64_t>(per_image_wanted, 1, out[1]);
+      per_image = 1;
+    } else if (op.type == OpType::Conv && options.tiles <= 0 && per_image > 1 &&
+               pixels < per_image * kMinConvPixelsPerTile) {
       // Runs of at least min_rows rows: kMinConvPixelsPerTile pixels or more.
       const int64_t min_rows = (kMinConvPixelsPerTile + out[3] - 1) / out[3];
       per_image = std::max<int64_t>(1, out[2] / min_rows);

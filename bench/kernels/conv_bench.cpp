@@ -47,12 +47,14 @@ std::string cpu_model() {
 struct ConvBench {
   const char* label;
   int64_t channels, out_channels, size, kernel, group;
-  int64_t row_begin, row_end;  // output rows of the tile (all channels, full width)
+  int64_t row_begin, row_end;  // output rows of the tile (full width)
   int64_t stride = 1;
   graph::Layout layout = graph::Layout::NCHW;  // of X and Y
   bool nchw_input = false;                     // X NCHW whatever `layout` (a model's input)
   bool residual = false;                       // a fused residual Add (in `layout`)
   graph::Activation activation = graph::Activation::Relu;
+  int64_t channel_end = 0;  // > 0: output channels [channel_begin, channel_end) only
+  int64_t channel_begin = 0;
 };
 
 // Best time of `repetitions` runs of the tile, each run repeated until it
@@ -181,7 +183,8 @@ void compare_winograd(const ConvBench& b, int repetitions) {
   const kernels::ConstTensorView constant_views[] = {
       {nullptr, &x_shape}, {w.data(), &w_shape}, {bias.data(), &bias_shape}};
   const std::span<const kernels::ConstTensorView> constants(constant_views);
-  const graph::Region tile{{0, 0, b.row_begin, 0}, {1, b.out_channels, b.row_end, b.size}};
+  const int64_t c0 = b.channel_begin, c1 = b.channel_end > 0 ? b.channel_end : b.out_channels;
+  const graph::Region tile{{0, c0, b.row_begin, 0}, {1, c1, b.row_end, b.size}};
   const double flops =
       2.0 * static_cast<double>(tile.numel()) * static_cast<double>(b.channels * 9);
   const auto* gemm = kernels::find_tile_kernel_variant(graph::OpType::Conv, "cpu.conv_gemm");
@@ -209,7 +212,7 @@ void compare_winograd(const ConvBench& b, int repetitions) {
   // Error of each against the reference, relative to the largest output.
   double max_ref = 0, err_gemm = 0, err_wino = 0;
   const int64_t plane = b.size * b.size;
-  for (int64_t c = 0; c < b.out_channels; ++c)
+  for (int64_t c = c0; c < c1; ++c)
     for (int64_t p = b.row_begin * b.size; p < b.row_end * b.size; ++p) {
       const double ref = y_ref[static_cast<size_t>(c * plane + p)];
       const size_t at = static_cast<size_t>(p * b.out_channels + c);
@@ -233,8 +236,8 @@ int main(int argc, char** argv) {
               cpu_model().c_str(),
               std::string(kernels::cpu::gemm_isa_name(kernels::cpu::gemm_isa())).c_str(),
               repetitions);
-  // ResNet-50's 3×3 stride-1 layers, whole and as the tiler's two tiles
-  // per image at 1 thread (half the rows), and a 4-thread tile (a quarter).
+  // ResNet-50's 3×3 stride-1 layers, whole, as runs of rows (half, a
+  // quarter) and, for 14×14, as channel tiles.
   const ConvBench resnet[] = {
       {"56x56 64->64, whole", 64, 64, 56, 3, 1, 0, 56},
       {"56x56 64->64, rows 0:28", 64, 64, 56, 3, 1, 0, 28},
@@ -244,6 +247,11 @@ int main(int argc, char** argv) {
       {"14x14 256->256, whole", 256, 256, 14, 3, 1, 0, 14},
       {"14x14 256->256, rows 7:14", 256, 256, 14, 3, 1, 7, 14},
       {"14x14 256->256, rows 4:7", 256, 256, 14, 3, 1, 4, 7},
+      // The tiler's cut of 14-27-row maps: channels over whole maps.
+      {"14x14 256->256, channels 0:128", 256, 256, 14, 3, 1, 0, 14, 1, graph::Layout::NCHW, false,
+       false, graph::Activation::Relu, 128},
+      {"14x14 256->256, channels 192:256", 256, 256, 14, 3, 1, 0, 14, 1, graph::Layout::NCHW, false,
+       false, graph::Activation::Relu, 256, 192},
       {"7x7 512->512, whole", 512, 512, 7, 3, 1, 0, 7},
       {"7x7 512->512, rows 0:4", 512, 512, 7, 3, 1, 0, 4},
       {"7x7 512->512, rows 4:7", 512, 512, 7, 3, 1, 4, 7},

@@ -40,7 +40,7 @@ constexpr int64_t kMinChunkBlocks = 8;
 constexpr int64_t kMaxChunkBlocks = 256;
 
 // conv_winograd_applies()'s speed rule (measurements there).
-constexpr int64_t kMinWinogradSide = 28;
+constexpr int64_t kMinWinogradSide = 14;
 constexpr int64_t kMinWinogradChannels = 32;
 
 struct WinogradPrepared {
@@ -193,11 +193,14 @@ void run_chunk(const TileArgs& args, const WinogradPrepared& prep, const TileBou
     prep.input_transform(taps, c, v + t * c, count * c);
   }
 
-  // 2. The 36 element-wise products over channels, as GEMMs.
+  // 2. The 36 element-wise products over channels, as GEMMs; each fetches
+  // the next U[e] into L2 as it ends (with few blocks per chunk every U[e]
+  // comes from memory: ResNet-50's 14×14×256 convs, 4 channel tiles at 2
+  // threads, 1.63 → 1.42 ms summed over the tiles, tessera run --profile).
   const GemmTile tile{.m0 = 0, .m1 = count, .n0 = tb.oc0, .n1 = tb.oc1};
   for (int e = 0; e < kTileElements; ++e)
     gemm_tile(v + e * count * c, c, prep.u[static_cast<size_t>(e)], m + e * count * tb.oc1, tb.oc1,
-              tile);
+              tile, {}, e + 1 < kTileElements ? &prep.u[static_cast<size_t>(e + 1)] : nullptr);
 
   // 3. Y = A^T·M·A per block, the epilogue and the store of its pixels
   // inside the region.
@@ -249,16 +252,15 @@ std::optional<std::string> conv_winograd_applies(const graph::Operator& op,
   // 14×14×256, x0.6 to x0.8 on tiles of 3 or 4 rows of 14×14×256 and
   // 7×7×512: with that few 4×4 blocks per tile the 36 transformed weight
   // matrices (4× the direct conv's weights) serve little reuse. The tiler
-  // cuts an image into up to 2 tiles per thread, so at 2 threads 14×14 maps
-  // get 3-4 row tiles; whole ResNet-50 (tessera run, medians of 15, shared
-  // machine) was ~7% faster than without Winograd at 1 thread with maps
-  // ≥ 14×14 or ≥ 28×28, but ~8% slower at 2 threads with ≥ 14×14 and on
-  // par or slightly faster with ≥ 28×28: hence 28. Below 32 channels the
-  // transforms weigh more than the GEMMs they shrink.
+  // therefore cuts maps of 14 to 27 rows by channels, over whole maps
+  // (graph/tiler.cpp, whole_map_conv); ResNet-50's 14×14×256 convs then
+  // took 1.30 ms each against 1.60 for cpu.conv_gemm (tessera run --profile,
+  // 1 thread, two channel tiles). At 7×7 a whole map is 4 blocks: slower.
+  // Below 32 channels the transforms weigh more than the GEMMs they shrink.
   if (g.out_h < kMinWinogradSide || g.out_w < kMinWinogradSide)
     return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) + " is below " +
            std::to_string(kMinWinogradSide) + "x" + std::to_string(kMinWinogradSide) +
-           " (too few 4x4 blocks per tile to win)";
+           " (too few 4x4 blocks to win)";
   if (g.channels < kMinWinogradChannels || g.out_channels < kMinWinogradChannels)
     return std::to_string(g.channels) + " -> " + std::to_string(g.out_channels) +
            " channels: below " + std::to_string(kMinWinogradChannels) +

@@ -248,7 +248,7 @@ PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool tran
 }
 
 void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int64_t ldc,
-               const GemmTile& tile, const GemmEpilogue& epilogue) {
+               const GemmTile& tile, const GemmEpilogue& epilogue, const PackedMatrix* next_b) {
   if (b.empty()) throw std::invalid_argument("gemm_tile: B is not packed");
   if (tile.m0 < 0 || tile.n0 < 0 || tile.m1 < tile.m0 || tile.n1 < tile.n0 || tile.n1 > b.n())
     throw std::invalid_argument("gemm_tile: tile outside the matrices");
@@ -344,11 +344,22 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
         // thread), with nc a quarter of L2 (own_blocking) so that the block,
         // the next one and the packed A fit together.
         int64_t pb_next = pe, k_next = k0, kc_next = kc;
+        const float* next_data = b.data();
+        int64_t next_k = k;
         if (pb_next >= panel_end) {
           pb_next = panel_begin;
           if (me >= tile.m1) {
             k_next = k0 + kc_max;
             kc_next = std::min(kc_max, k - k_next);
+            // The last block of the call: the caller's next B, if any
+            // (Winograd's 36 small GEMMs, each over a B read from memory).
+            if (kc_next <= 0 && next_b && !next_b->empty() && next_b->n() >= tile.n1 &&
+                next_b->microkernel().nr == nr) {
+              next_data = next_b->data();
+              next_k = next_b->k();
+              k_next = 0;
+              kc_next = std::min(kc_max, next_k);
+            }
           }
         }
         const int64_t pe_next =
@@ -359,7 +370,7 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
           const int64_t q = pb_next + (p - pb);
           const int64_t first_line = ((m - mb) / mr) * share;
           if (q < pe_next && first_line < panel_lines) {
-            args.prefetch_next = b.data() + (q * k + k_next) * nr + first_line * 16;
+            args.prefetch_next = next_data + (q * next_k + k_next) * nr + first_line * 16;
             args.prefetch_lines = std::min(share, panel_lines - first_line);
           } else {
             args.prefetch_next = nullptr;

@@ -187,7 +187,13 @@ struct GemmTile {
 // and `c` point at element (0, 0) of the whole matrices, so the tile's rows
 // are read at a + m·lda and written at c + m·ldc; nothing outside the tile
 // is written. Thread-safe: each thread has its own scratch.
+//
+// `next_b`, if given, is the B of the caller's next gemm_tile() call over the
+// same columns (packed for the same microkernel): the last block of this call
+// fetches the first block of it into L2, as each block does for the one after
+// it within a call. Only a hint: C is the same with or without it.
 void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int64_t ldc,
-               const GemmTile& tile, const GemmEpilogue& epilogue = {});
+               const GemmTile& tile, const GemmEpilogue& epilogue = {},
+               const PackedMatrix* next_b = nullptr);
 
 }  // namespace tessera::kernels::cpu

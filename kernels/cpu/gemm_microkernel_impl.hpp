@@ -93,7 +93,10 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
   auto step = [&](int64_t k, const float* bk, auto a_of_row) {
 #pragma GCC unroll 8
     for (int l = 0; l < kBLines; ++l) __builtin_prefetch(bk + kPrefetchBSteps * NR + l * 16);
+    // A second line per step when the share exceeds kc lines (few row
+    // blocks per B block: Winograd's 16-block GEMMs).
     if (k < next_lines) __builtin_prefetch(next + k * 16, 0, 2);
+    if (k + kc < next_lines) __builtin_prefetch(next + (k + kc) * 16, 0, 2);
     Batch bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) bv[v] = Batch::load_aligned(bk + v * W);

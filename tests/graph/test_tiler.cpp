@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "brute_force_reads.hpp"
 #include "graph/dependency.hpp"
@@ -175,15 +176,21 @@ TEST_CASE("tiler: convs with few pixels per image cut channels, not 1-row runs")
     CHECK(nodes[4 + i].parent_count == 4);
   }
   // 14x14 (196 pixels) keeps runs of rows with all channels: 4 runs of 3-4
-  // rows are 42-56 pixels each.
-  GraphBuilder big;
-  int32_t y = big.input("y", {1, 32, 14, 14});
-  int32_t wy = big.weight("w", {64, 32, 3, 3});
-  big.g.outputs = {
-      big.op(OpType::Conv, {y, wy}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
-  auto rows = build_tile_nodes(big.g, TilerOptions{0, 2});
-  REQUIRE(rows.size() == 4);
-  for (const TileNode& n : rows) CHECK(n.region.end[1] - n.region.begin[1] == 64);
+  // rows are 42-56 pixels each (a 1x1 conv, and a 3x3 one of stride 2).
+  for (const auto& [kernel, stride, size] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 14}, {3, 2, 28}}) {
+    CAPTURE(kernel);
+    GraphBuilder big;
+    int32_t y = big.input("y", {1, 32, size, size});
+    int32_t wy = big.weight("w", {64, 32, kernel, kernel});
+    const int64_t pad = kernel / 2;
+    big.g.outputs = {
+        big.op(OpType::Conv, {y, wy},
+               spatial_attrs({kernel, kernel}, {stride, stride}, {pad, pad, pad, pad}, {1, 1}))};
+    auto rows = build_tile_nodes(big.g, TilerOptions{0, 2});
+    REQUIRE(rows.size() == 4);
+    for (const TileNode& n : rows) CHECK(n.region.end[1] - n.region.begin[1] == 64);
+  }
   // --tiles keeps the row tiling: 4 runs of 1-2 rows of the 7x7 output.
   auto forced = build_tile_nodes(b.g, TilerOptions{4, 2});
   for (size_t i = 0; i < 4; ++i) CHECK(forced[i].region.end[1] - forced[i].region.begin[1] == 64);
@@ -211,6 +218,57 @@ TEST_CASE("tiler: convs with few pixels per image cut channels, not 1-row runs")
       CHECK(tiles[i].region.end[1] == bounds[i + 1]);
     }
   }
+}
+
+TEST_CASE("tiler: 3x3 stride-1 convs on maps of 14 to 27 rows cut channels over whole maps") {
+  // cpu.conv_winograd's 4x4 blocks: runs of 3-7 rows hold too few of them.
+  for (int64_t size : {14, 20, 27, 28, 13}) {
+    CAPTURE(size);
+    GraphBuilder b;
+    int32_t x = b.input("x", {2, 8, size, size + 3});
+    int32_t w = b.weight("w", {128, 8, 3, 3});
+    b.g.outputs = {b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
+    auto nodes = build_tile_nodes(b.g, TilerOptions{0, 2});
+    check_tile_graph(b.g, nodes);
+    const bool whole_maps = size >= 14 && size <= 27;
+    // 4 tiles wanted, 2 images: two per image, by channels (0:64, 64:128)
+    // or by rows.
+    REQUIRE(nodes.size() == 4);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      CAPTURE(i);
+      const Region& r = nodes[i].region;
+      CHECK(r.begin[0] == static_cast<int64_t>(i / 2));
+      if (whole_maps) {
+        CHECK(r.begin[1] == static_cast<int64_t>(i % 2) * 64);
+        CHECK(r.end[1] == static_cast<int64_t>(i % 2) * 64 + 64);
+        CHECK(r.begin[2] == 0);
+        CHECK(r.end[2] == size);
+      } else {
+        CHECK(r.end[1] - r.begin[1] == 128);
+        CHECK(r.end[2] - r.begin[2] < size);
+      }
+    }
+    // --tiles keeps rows.
+    for (const TileNode& n : build_tile_nodes(b.g, TilerOptions{4, 2}))
+      CHECK(n.region.end[1] - n.region.begin[1] == 128);
+  }
+}
+
+TEST_CASE("tiler: at one thread the automatic rule keeps ops whole, one tile per image") {
+  GraphBuilder b;
+  int32_t x = b.input("x", {2, 8, 28, 28});
+  int32_t w = b.weight("w", {8, 8, 3, 3});
+  int32_t c = b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}));
+  b.g.outputs = {b.op(OpType::Relu, {c})};
+  auto nodes = build_tile_nodes(b.g, TilerOptions{0, 1});
+  check_tile_graph(b.g, nodes);
+  REQUIRE(nodes.size() == 4);  // conv and Relu, one tile per image each
+  for (const TileNode& n : nodes) {
+    CHECK(n.region.end[0] - n.region.begin[0] == 1);
+    CHECK(n.region.end[2] - n.region.begin[2] == 28);
+  }
+  CHECK(build_tile_nodes(b.g, TilerOptions{0, 2}).size() == 8);  // 2 x threads per op
+  CHECK(build_tile_nodes(b.g, TilerOptions{3, 1}).size() == 8);  // --tiles still cuts
 }
 
 TEST_CASE("tiler: a MatMul whose shared B is larger than A is cut by columns of 64") {

@@ -45,6 +45,7 @@ struct GemmCase {
   GemmResidual residual_position = GemmResidual::kBeforeActivation;
   float clip_min = -0.5f, clip_max = 0.75f;
   bool zero_b = false;
+  int64_t next_b_k = 0;       // > 0: a next_b of [next_b_k, cols] to fetch (C must not change)
   GemmBlocking blocking;      // run() sets pack_a_min_columns to force A packed or in place
   bool own_blocking = false;  // the kernel's own blocking instead of `blocking`
 
@@ -55,7 +56,7 @@ struct GemmCase {
       << ldc_pad << " transposed " << transposed << " accumulate " << accumulate << " bias "
       << static_cast<int>(bias_kind) << " act " << static_cast<int>(activation) << " residual "
       << residual << " after " << (residual_position == GemmResidual::kAfterActivation)
-      << " zero_b " << zero_b;
+      << " zero_b " << zero_b << " next_b K " << next_b_k;
     if (own_blocking)
       s << " the kernel's own blocking";
     else
@@ -129,8 +130,14 @@ void check_case(const GemmMicrokernel& kernel, const GemmCase& gc, uint64_t seed
   ep.residual = gc.residual ? residual.data() : nullptr;
   ep.ld_residual = ldr;
   ep.residual_position = gc.residual_position;
+  // The B of a next call, only ever prefetched; packed from B's own values
+  // (wrapping) so that it is no larger than needed.
+  std::vector<float> next(static_cast<size_t>(gc.next_b_k * n));
+  for (size_t i = 0; i < next.size(); ++i) next[i] = b.empty() ? 0.0f : b[i % b.size()];
+  const PackedMatrix next_packed =
+      gc.next_b_k > 0 ? pack_b(next.data(), gc.next_b_k, n, n, false, kernel) : PackedMatrix();
   if (!gc.own_blocking) set_gemm_blocking(gc.blocking);
-  gemm_tile(a.data(), lda, packed, c.data(), ldc, t, ep);
+  gemm_tile(a.data(), lda, packed, c.data(), ldc, t, ep, gc.next_b_k > 0 ? &next_packed : nullptr);
   reset_gemm_blocking();
 
   const double eps = std::numeric_limits<float>::epsilon();
@@ -361,6 +368,7 @@ void test_microkernel(const GemmMicrokernel& kernel) {
       gc.residual_position = static_cast<GemmResidual>(pick(0, 1));
       gc.blocking.kc = pick(1, 400);
       gc.blocking.l1_panel_bytes = pick(0, 1) == 1 ? int64_t{1} << 40 : 0;
+      gc.next_b_k = pick(0, 1) == 1 ? pick(1, 500) : 0;
       run(gc);
     }
   }

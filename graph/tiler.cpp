@@ -304,7 +304,7 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
     int64_t channel_parts = 1;
     const int64_t pixels = out[2] * out[3];
     if (options.tiles <= 0 && per_image > 1 && whole_map_conv(op, out)) {
-      channel_parts = std::clamp<int64_t>(per_image_wanted, 1, out[1]);
+      channel_parts = std::clamp<int64_t>((per_image_wanted + 1) / 2, 1, out[1]);
       per_image = 1;
     } else if (op.type == OpType::Conv && options.tiles <= 0 && per_image > 1 &&
                pixels < per_image * kMinConvPixelsPerTile) {

@@ -252,6 +252,20 @@ TEST_CASE("tiler: 3x3 stride-1 convs on maps of 14 to 27 rows cut channels over 
     for (const TileNode& n : build_tile_nodes(b.g, TilerOptions{4, 2}))
       CHECK(n.region.end[1] - n.region.begin[1] == 128);
   }
+  // One image: at most one channel tile per thread, not the 2 x threads
+  // runs of rows would get.
+  GraphBuilder one;
+  int32_t x = one.input("x", {1, 8, 14, 14});
+  int32_t w = one.weight("w", {256, 8, 3, 3});
+  one.g.outputs = {
+      one.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
+  for (int32_t threads : {2, 3}) {
+    CAPTURE(threads);
+    auto nodes = build_tile_nodes(one.g, TilerOptions{0, threads});
+    check_tile_graph(one.g, nodes);
+    CHECK(nodes.size() == static_cast<size_t>(threads));
+    for (const TileNode& n : nodes) CHECK(n.region.end[2] - n.region.begin[2] == 14);
+  }
 }
 
 TEST_CASE("tiler: at one thread the automatic rule keeps ops whole, one tile per image") {

@@ -100,7 +100,7 @@ struct GemmBlocking {
 };
 // The blocking gemm_tile() uses for `kernel`: the one set_gemm_blocking()
 // forced, else the kernel's own, derived from its MR×NR and the cache sizes.
-// kc is the largest slice; gemm_tile() splits K into equal slices ≤ kc.
+// gemm_tile() splits K into equal slices of at most 1.25 × kc.
 GemmBlocking gemm_blocking_for(const GemmMicrokernel& kernel);
 // gemm_blocking_for(gemm_default_microkernel()).
 GemmBlocking gemm_blocking();

@@ -259,12 +259,17 @@ int main(int argc, char** argv) {
   if (!(argc > 2 && std::string(argv[2]) == "nhwc"))
     for (const ConvBench& b : resnet) compare_winograd(b, repetitions);
   if (winograd_only) return 0;
-  // MobileNetV2's small-K layers as compiled (NHWC, the 1-thread tiler's
-  // half-image tiles): the stem (K = 27) and 1×1 expansions (K = 16, 24, 32).
+  // MobileNetV2's small-K layers as compiled (NHWC, half-image tiles as at
+  // two threads; the stems whole as at one): the stem (K = 27) and 1×1
+  // expansions (K = 16, 24, 32).
   constexpr graph::Layout kNhwcLayout = graph::Layout::NHWC;
   const ConvBench small_k[] = {
       {"224x224 3->32 3x3 s2 (stem), rows 0:56 NHWC", 3, 32, 224, 3, 1, 0, 56, 2, kNhwcLayout},
       {"224x224 3->32 3x3 s2 (stem), rows 0:56 NCHW->NHWC", 3, 32, 224, 3, 1, 0, 56, 2, kNhwcLayout,
+       true},
+      {"224x224 3->32 3x3 s2 (stem), whole NCHW->NHWC", 3, 32, 224, 3, 1, 0, 112, 2, kNhwcLayout,
+       true},
+      {"224x224 3->64 7x7 s2 (stem), whole NCHW->NHWC", 3, 64, 224, 7, 1, 0, 112, 2, kNhwcLayout,
        true},
       {"112x112 16->96 1x1, rows 0:56 NHWC", 16, 96, 112, 1, 1, 0, 56, 1, kNhwcLayout},
       {"112x112 16->96 1x1 + SiLU, rows 0:56 NHWC", 16, 96, 112, 1, 1, 0, 56, 1, kNhwcLayout, false,

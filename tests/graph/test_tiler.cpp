@@ -268,6 +268,25 @@ TEST_CASE("tiler: 3x3 stride-1 convs on maps of 14 to 27 rows cut channels over 
   }
 }
 
+TEST_CASE("tiler: a global average pool gets one tile per image") {
+  for (int64_t images : {1, 3}) {
+    CAPTURE(images);
+    GraphBuilder b;
+    int32_t x = b.input("x", {images, 96, 28, 28});
+    b.g.outputs = {b.op(OpType::GlobalAveragePool, {x})};
+    auto nodes = build_tile_nodes(b.g, TilerOptions{0, 4});
+    check_tile_graph(b.g, nodes);
+    REQUIRE(nodes.size() == static_cast<size_t>(images));
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      CHECK(nodes[i].region.begin[0] == static_cast<int64_t>(i));
+      CHECK(nodes[i].region.end[1] - nodes[i].region.begin[1] == 96);
+    }
+    // --tiles still cuts it (the first dim of 2 or more: channels of one
+    // image, else the images).
+    CHECK(build_tile_nodes(b.g, TilerOptions{6, 4}).size() == (images == 1 ? 6u : 3u));
+  }
+}
+
 TEST_CASE("tiler: at one thread the automatic rule keeps ops whole, one tile per image") {
   GraphBuilder b;
   int32_t x = b.input("x", {2, 8, 28, 28});

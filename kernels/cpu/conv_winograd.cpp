@@ -252,10 +252,11 @@ std::optional<std::string> conv_winograd_applies(const graph::Operator& op,
   // 14×14×256, x0.6 to x0.8 on tiles of 3 or 4 rows of 14×14×256 and
   // 7×7×512: with that few 4×4 blocks per tile the 36 transformed weight
   // matrices (4× the direct conv's weights) serve little reuse. The tiler
-  // therefore cuts maps of 14 to 27 rows by channels, over whole maps
-  // (graph/tiler.cpp, whole_map_conv); ResNet-50's 14×14×256 convs then
-  // took 1.30 ms each against 1.60 for cpu.conv_gemm (tessera run --profile,
-  // 1 thread, two channel tiles). At 7×7 a whole map is 4 blocks: slower.
+  // therefore cuts maps of 14 to 27 rows by channels, over whole maps, and
+  // gives maps of 28 to 55 one run of rows per thread (graph/tiler.cpp,
+  // winograd_tiling); ResNet-50's 14×14×256 convs then took 1.30 ms each
+  // against 1.60 for cpu.conv_gemm (tessera run --profile, 1 thread, two
+  // channel tiles). At 7×7 a whole map is 4 blocks: slower.
   // Below 32 channels the transforms weigh more than the GEMMs they shrink.
   if (g.out_h < kMinWinogradSide || g.out_w < kMinWinogradSide)
     return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) + " is below " +

@@ -171,6 +171,10 @@ class Importer {
         {"Div", {7, 13, 14}},
         {"Dropout", {10, 12, 13, 22}},
         {"Equal", {11, 13, 19}},
+        {"Greater", {9, 13}},
+        {"GreaterOrEqual", {12, 16}},
+        {"Less", {9, 13}},
+        {"LessOrEqual", {12, 16}},
         {"Not", {1}},
         {"Or", {7}},
         {"Xor", {7}},
@@ -691,7 +695,9 @@ class Importer {
     if (op == "Shape") return import_shape(node, name);
     if (op == "ConstantOfShape") return import_constant_of_shape(node, name);
     if (op == "Range") return import_range(node, name);
-    if (op == "Equal") return import_equal(node, name);
+    if (op == "Equal" || op == "Less" || op == "LessOrEqual" || op == "Greater" ||
+        op == "GreaterOrEqual")
+      return import_comparison(node, name);
     if (op == "And" || op == "Or" || op == "Xor" || op == "Not") return import_logic(node, name);
     if (op == "Cast") return import_cast(node, name);
     if (op == "Unsqueeze" || op == "Squeeze") return import_squeeze(node, name);
@@ -1169,7 +1175,10 @@ class Importer {
     define_constant(node, name, std::move(c));
   }
 
-  void import_equal(const onnx::NodeProto& node, const std::string& name) {
+  // Equal, Less, LessOrEqual, Greater, GreaterOrEqual of constants: shape
+  // computations and masks built at export time (GPT-2's causal mask at
+  // sequence 1024, as torch.onnx exports it: LessOrEqual of two ranges).
+  void import_comparison(const onnx::NodeProto& node, const std::string& name) {
     const Value& a = input(node, name, 0);
     const Value& b = input(node, name, 1);
     if (!a.constant || !b.constant)
@@ -1178,13 +1187,21 @@ class Importer {
                 "activations");
     if (a.constant->dtype != b.constant->dtype)
       fail_node(node, name, "compares tensors of different types");
+    const std::string& op = node.op_type();
+    auto compare = [&op](auto x, auto y) {
+      if (op == "Equal") return x == y;
+      if (op == "Less") return x < y;
+      if (op == "LessOrEqual") return x <= y;
+      if (op == "Greater") return x > y;
+      return x >= y;  // GreaterOrEqual
+    };
     auto c = std::make_shared<Constant>();
     c->dtype = DType::Int64;  // bool, as 0/1
     c->shape = broadcast_or_fail(node, name, a.constant->shape, b.constant->shape);
     for (auto [i, j] : broadcast_pairs(a.constant->shape, b.constant->shape, c->shape))
       c->ints.push_back(a.constant->dtype == DType::Int64
-                            ? a.constant->ints[i] == b.constant->ints[j]
-                            : a.constant->floats[i] == b.constant->floats[j]);
+                            ? compare(a.constant->ints[i], b.constant->ints[j])
+                            : compare(a.constant->floats[i], b.constant->floats[j]));
     define_constant(node, name, std::move(c));
   }
 

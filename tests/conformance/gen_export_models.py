@@ -71,6 +71,23 @@ def combined_mask(rng, op, seq=6) -> gm.Case:
                  b.input_values)
 
 
+def compared_mask(rng, op, seq=6, floats=False) -> gm.Case:
+  # A mask from comparing two index ranges, as torch.onnx exports GPT-2's causal mask at
+  # sequence 1024 (LessOrEqual of [seq, 1] and [1, seq] positions): folded at compile time.
+  b = gm.GraphBuilder(rng)
+  x = b.input([1, 2, seq, seq], "scores")
+  rows, cols = np.arange(seq).reshape(seq, 1), np.arange(seq).reshape(1, seq)
+  if floats:
+    a, c = tm.f32(b, (cols * 0.5).astype(np.float32)), tm.f32(b, (rows * 0.5).astype(np.float32))
+  else:
+    a, c = tm.i64(b, cols), tm.i64(b, rows)
+  mask = b.node(op, [a, c])
+  y = b.node("Where", [mask, x, tm.f32(b, -1e4)])
+  tag = op.lower() + ("_f32" if floats else "")
+  return gm.Case(f"export_compared_mask_{tag}", b.model([b.node("Softmax", [y], axis=-1)], 17,
+                                                        "mask"), b.input_values)
+
+
 def silu(b: gm.GraphBuilder, x, commuted=False):
   s = b.node("Sigmoid", [x])
   return b.node("Mul", [s, x] if commuted else [x, s])
@@ -129,4 +146,7 @@ def build_cases(rng) -> list:
   for opset, batch, expand, stride, k in ((13, 1, 4, 1, 3), (18, 2, 6, 2, 5), (17, 1, 1, 1, 3)):
     cases.append(mbconv(np.random.default_rng(int(next(seeds))), opset, batch, expand, stride, k))
   cases.append(silu_unfused_and_gemm(np.random.default_rng(int(next(seeds)))))
+  for op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"):
+    cases.append(compared_mask(np.random.default_rng(int(next(seeds))), op))
+  cases.append(compared_mask(np.random.default_rng(int(next(seeds))), "Less", floats=True))
   return cases

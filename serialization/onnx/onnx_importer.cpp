@@ -1187,13 +1187,28 @@ class Importer {
                 "activations");
     if (a.constant->dtype != b.constant->dtype)
       fail_node(node, name, "compares tensors of different types");
+    // The op named once, not per element (GPT-2's mask at sequence 1024 is 1M of them).
+    enum class Relation { kEqual, kLess, kLessOrEqual, kGreater, kGreaterOrEqual };
     const std::string& op = node.op_type();
-    auto compare = [&op](auto x, auto y) {
-      if (op == "Equal") return x == y;
-      if (op == "Less") return x < y;
-      if (op == "LessOrEqual") return x <= y;
-      if (op == "Greater") return x > y;
-      return x >= y;  // GreaterOrEqual
+    const Relation relation = op == "Equal"         ? Relation::kEqual
+                              : op == "Less"        ? Relation::kLess
+                              : op == "LessOrEqual" ? Relation::kLessOrEqual
+                              : op == "Greater"     ? Relation::kGreater
+                                                    : Relation::kGreaterOrEqual;
+    auto compare = [relation](auto x, auto y) {
+      switch (relation) {
+        case Relation::kEqual:
+          return x == y;
+        case Relation::kLess:
+          return x < y;
+        case Relation::kLessOrEqual:
+          return x <= y;
+        case Relation::kGreater:
+          return x > y;
+        case Relation::kGreaterOrEqual:
+          break;
+      }
+      return x >= y;
     };
     auto c = std::make_shared<Constant>();
     c->dtype = DType::Int64;  // bool, as 0/1

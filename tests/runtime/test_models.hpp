@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -14,11 +15,22 @@
 
 namespace tessera::test {
 
-// A folder of this process's own under the system temp dir.
+// A folder of this process's own under the system temp dir, removed when the
+// process exits (each test binary asks for one prefix, from one thread).
 inline std::filesystem::path temp_dir(const std::string& prefix) {
-  auto dir = std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
+  struct RemovedAtExit {
+    std::filesystem::path path;
+    ~RemovedAtExit() {
+      std::error_code ignored;
+      if (!path.empty()) std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static std::map<std::string, RemovedAtExit> dirs;
+  RemovedAtExit& dir = dirs[prefix];
+  if (dir.path.empty())
+    dir.path = std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir.path);
+  return dir.path;
 }
 
 inline std::vector<float> random_values(size_t n, uint32_t seed) {

@@ -173,8 +173,8 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
   const OpAttributes& a = op.attrs;
   switch (op.type) {
     case OpType::Conv: {
-      const size_t fused = fused_conv_inputs(a);
-      need_inputs(op, in, fused > 0 ? 3 + fused : 2, 3 + fused);
+      const InputCount count = conv_input_count(a);
+      need_inputs(op, in, count.min, count.max);
       need_rank(op, in[0], 4);
       need_rank(op, in[1], 4);
       need_rank(op, output_shape, 4);

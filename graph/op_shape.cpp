@@ -126,11 +126,8 @@ Shape conv_shape(const Operator& op, const std::vector<Shape>& in) {
   // A fused residual (graph/fuse_residual.hpp) is input 3, a fused input
   // scale (graph/fuse_input_scale.hpp) the last input, the bias then always
   // present.
-  const size_t fused = fused_conv_inputs(op.attrs);
-  if (fused > 0)
-    check_input_count(op, in, 3 + fused, 3 + fused);
-  else
-    check_input_count(op, in, 2, 3);
+  const InputCount count = conv_input_count(op.attrs);
+  check_input_count(op, in, count.min, count.max);
   if (op.attrs.fused_input_scale) {
     const Shape& s = in.back();
     if (in[0].size() != 4 || s.size() != 4 || (s[0] != in[0][0] && s[0] != 1) || s[1] != in[0][1] ||

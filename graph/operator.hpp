@@ -150,10 +150,14 @@ struct Operator {
   std::string kernel = "reference";  // kernel variant chosen by the compiler
 };
 
-// A Conv's inputs past X, W, B: a fused residual (input 3) and a fused input
-// scale (last). With any, all 3 + this many inputs are present (B included).
-inline size_t fused_conv_inputs(const OpAttributes& a) {
-  return (a.fused_residual ? 1 : 0) + (a.fused_input_scale ? 1 : 0);
+// How many inputs a Conv has: X, W and an optional B; with a fused residual
+// (input 3) or a fused input scale (last), B and each of them, no fewer.
+struct InputCount {
+  size_t min = 0, max = 0;
+};
+inline InputCount conv_input_count(const OpAttributes& a) {
+  const size_t fused = (a.fused_residual ? 1 : 0) + (a.fused_input_scale ? 1 : 0);
+  return fused > 0 ? InputCount{3 + fused, 3 + fused} : InputCount{2, 3};
 }
 
 }  // namespace tessera::graph

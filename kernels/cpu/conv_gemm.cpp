@@ -96,11 +96,10 @@ const float* input_scale(const TileArgs& args, int64_t n) {
 std::optional<std::string> applies_with(const graph::Operator& op,
                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (op.type != graph::OpType::Conv) return "not a Conv";
-  const size_t fused = graph::fused_conv_inputs(op.attrs);
-  const size_t max_inputs = 3 + fused;
-  if (inputs.size() < (fused > 0 ? max_inputs : 2) || inputs.size() > max_inputs)
-    return "expected " + std::string(fused > 0 ? "" : "2 to ") + std::to_string(max_inputs) +
-           " inputs";
+  const graph::InputCount count = graph::conv_input_count(op.attrs);
+  if (inputs.size() < count.min || inputs.size() > count.max)
+    return "expected " + (count.min < count.max ? std::to_string(count.min) + " to " : "") +
+           std::to_string(count.max) + " inputs";
   for (const ConstTensorView& input : inputs)
     if (!input.shape) return "an input has no shape";
   if (auto why = conv_geometry(op, *inputs[0].shape, *inputs[1].shape, g)) return why;
@@ -327,9 +326,9 @@ PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTen
 }
 
 void conv_gemm(const TileArgs& args) {
-  const size_t fused = args.op ? graph::fused_conv_inputs(args.op->attrs) : 0;
-  check_dense_tile_args(kVariant, args, fused > 0 ? 3 + fused : 2, 3 + fused,
-                        /*needs_prepared=*/true);
+  const graph::InputCount count =
+      args.op ? graph::conv_input_count(args.op->attrs) : graph::InputCount{2, 3};
+  check_dense_tile_args(kVariant, args, count.min, count.max, /*needs_prepared=*/true);
   const auto& prep = *static_cast<const ConvGemmPrepared*>(args.prepared);
   const ConvGeometry& g = prep.geometry;
   const graph::Shape& y_shape = *args.output.shape;

@@ -18,8 +18,9 @@ namespace tessera::kernels::reference {
 void conv(const TileArgs& args) {
   const bool fused_residual = args.op && args.op->attrs.fused_residual;
   const bool fused_scale = args.op && args.op->attrs.fused_input_scale;
-  const size_t fused = args.op ? graph::fused_conv_inputs(args.op->attrs) : 0;
-  check_tile_args(args, fused > 0 ? 3 + fused : 2, 3 + fused);
+  const graph::InputCount count =
+      args.op ? graph::conv_input_count(args.op->attrs) : graph::InputCount{2, 3};
+  check_tile_args(args, count.min, count.max);
   const graph::OpAttributes& attrs = args.op->attrs;
   const graph::Shape& x_shape = *args.inputs[0].shape;
   const graph::Shape& w_shape = *args.inputs[1].shape;

@@ -159,8 +159,7 @@ void run_depthwise_nhwc_tile(const DepthwiseNhwcTile& t) {
 std::optional<std::string> applies_with(const graph::Operator& op,
                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (op.type != graph::OpType::Conv) return "not a Conv";
-  if (op.attrs.fused_input_scale)
-    return "a squeeze-and-excitation scale is fused in (only cpu.conv_gemm applies it)";
+  if (auto why = refuse_fused_input_scale(op)) return why;
   const size_t max_inputs = op.attrs.fused_residual ? 4 : 3;
   if (inputs.size() < 2 || inputs.size() > max_inputs)
     return "expected 2 to " + std::to_string(max_inputs) + " inputs";

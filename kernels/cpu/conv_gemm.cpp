@@ -307,6 +307,11 @@ std::optional<std::string> conv_gemm_applies(const graph::Operator& op,
   return applies_with(op, inputs, g);
 }
 
+std::optional<std::string> refuse_fused_input_scale(const graph::Operator& op) {
+  if (!op.attrs.fused_input_scale) return std::nullopt;
+  return "a squeeze-and-excitation scale is fused in (only cpu.conv_gemm applies it)";
+}
+
 PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
   auto prep = std::make_shared<ConvGemmPrepared>();
   if (auto why = applies_with(op, inputs, prep->geometry)) fail_op(kVariant, &op, *why);

@@ -35,6 +35,10 @@ void conv_gemm(const TileArgs& args);
 PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTensorView> inputs);
 std::optional<std::string> conv_gemm_applies(const graph::Operator& op,
                                              std::span<const ConstTensorView> inputs);
+// The other conv variants' reason not to apply where `op` has a fused input
+// scale (graph/fuse_input_scale.hpp), which only cpu.conv_gemm applies;
+// nullopt without one.
+std::optional<std::string> refuse_fused_input_scale(const graph::Operator& op);
 
 // conv_depthwise.cpp — "cpu.conv_depthwise": depthwise convolution
 // (group == C == OC, W [C,1,kH,kW]), any stride, padding and dilation;

@@ -38,9 +38,10 @@ struct GemmMicrokernelArgs {
   int64_t ldc = 0;
   bool load_c = false;                              // C += product, else C = product
   const GemmMicrotileEpilogue* epilogue = nullptr;  // null: store the sum as is
-  // Lines of B that the next block of panels will read, fetched into L2 one
-  // per k step (the first min(prefetch_lines, kc) of them; null: none).
-  // gemm_tile() spreads the next block over the current block's calls.
+  // Lines of B that the next block of panels will read, fetched into L2
+  // spread over the k loop (one every kc / prefetch_lines steps; one or two
+  // per step when there are more than kc; null: none). gemm_tile() spreads
+  // the next block over the current block's calls.
   const float* prefetch_next = nullptr;
   int64_t prefetch_lines = 0;
 };

@@ -43,8 +43,23 @@ std::vector<FusedActivation> fuse_activations(Graph& graph) {
     const Activation kind = activation_of(act);
     if (kind == Activation::None || act.inputs.size() != 1) continue;
     const int32_t t = act.inputs[0];
-    const int32_t p = producer[static_cast<size_t>(t)];
+    int32_t p = producer[static_cast<size_t>(t)];
     if (p < 0 || consumers[static_cast<size_t>(t)] != 1) continue;
+    // A Gemm's 2-D product reaches the activation through one Reshape in
+    // GPT-2's export (Gemm on [M, N], reshaped to [1, M, N], then the tanh
+    // GELU): an elementwise activation gives the same values before the
+    // Reshape, which then writes the activation's output. Conv outputs are
+    // not seen through (they may be stored NHWC).
+    int32_t reshape = -1;
+    if (const Operator& first = graph.ops[static_cast<size_t>(p)];
+        first.type == OpType::Reshape && first.inputs.size() == 1) {
+      const int32_t product = first.inputs[0];
+      reshape = p;
+      p = producer[static_cast<size_t>(product)];
+      if (p < 0 || consumers[static_cast<size_t>(product)] != 1 ||
+          graph.ops[static_cast<size_t>(p)].type == OpType::Conv)
+        continue;
+    }
     Operator& prod = graph.ops[static_cast<size_t>(p)];
     if (!has_epilogue(prod.type) || prod.attrs.activation != Activation::None) continue;
     // The Conv kernels have no GELU epilogue (graph/op_shape.cpp).
@@ -55,8 +70,9 @@ std::vector<FusedActivation> fuse_activations(Graph& graph) {
       prod.attrs.clip_min = act.attrs.clip_min;
       prod.attrs.clip_max = act.attrs.clip_max;
     }
-    prod.outputs = act.outputs;
-    producer[static_cast<size_t>(act.outputs[0])] = p;
+    const int32_t writer = reshape >= 0 ? reshape : p;
+    graph.ops[static_cast<size_t>(writer)].outputs = act.outputs;
+    producer[static_cast<size_t>(act.outputs[0])] = writer;
     removed[i] = true;
     fused.push_back({act.name, prod.name});
   }

@@ -17,8 +17,10 @@ struct FusedActivation {
 };
 
 // Fuses where the producer's output has no other consumer and is not a graph
-// output, and the producer has no activation yet. The producer takes over the
-// activation's output tensor; its old output tensor is left unused.
+// output, and the producer has no activation yet; also through one Reshape
+// between them (a Gemm or MatMul, with the same conditions on the Reshape's
+// output). The producer, or that Reshape, takes over the activation's output
+// tensor; the old one is left unused.
 std::vector<FusedActivation> fuse_activations(Graph& graph);
 
 }  // namespace tessera::graph

@@ -9,6 +9,7 @@
   depthwise Conv+BN -> SiLU -> squeeze-excitation (ReduceMean(2, 3), 1x1 convs, SiLU, Sigmoid
   gate) -> 1x1 Conv+BN + residual; SiLU fuses into each Conv's epilogue (graph/fuse_silu.hpp).
   Also a SiLU whose x has no epilogue producer (after an Add: left unfused) and a Gemm + SiLU.
+- GPT-2's MLP as Gemm -> Reshape -> tanh GELU: the GELU fuses into the Gemm through the Reshape.
 - GPT-2's `input_ids.view(-1, seq)`: an int64 model input reshaped to its own shape before the
   embedding Gather is the same tensor.
 gen_models.build_cases() appends these cases.
@@ -129,6 +130,21 @@ def silu_unfused_and_gemm(rng) -> gm.Case:
   return gm.Case("export_silu_gemm_and_unfused", b.model([y], 17, "silu"), b.input_values)
 
 
+def gpt2_mlp(rng, seq=6, hidden=8) -> gm.Case:
+  """GPT-2's MLP as torch.onnx.export writes its Conv1D layers: [1, S, D] -> Reshape [S, D] ->
+  Gemm -> Reshape [1, S, 4D] -> tanh GELU -> Reshape -> Gemm -> Reshape -> Add(residual). The
+  GELU fuses into the first Gemm through the Reshape, the Add into the second."""
+  b = gm.GraphBuilder(rng)
+  x = b.input([1, seq, hidden], "x")
+  h = b.node("Reshape", [x, tm.i64(b, [seq, hidden])])
+  h = b.node("Gemm", [h, b.weight([hidden, 4 * hidden]), b.weight([4 * hidden], fan_in=1)])
+  h = tm.gelu_tanh(b, b.node("Reshape", [h, tm.i64(b, [1, seq, 4 * hidden])]))
+  h = b.node("Reshape", [h, tm.i64(b, [seq, 4 * hidden])])
+  h = b.node("Gemm", [h, b.weight([4 * hidden, hidden]), b.weight([hidden], fan_in=1)])
+  y = b.node("Add", [x, b.node("Reshape", [h, tm.i64(b, [1, seq, hidden])])])
+  return gm.Case("export_gpt2_mlp_gemm_reshape_gelu", b.model([y], 17, "gpt2_mlp"), b.input_values)
+
+
 def build_cases(rng) -> list:
   seeds = iter(rng.integers(0, 2**32, size=100))
   cases = []
@@ -149,4 +165,5 @@ def build_cases(rng) -> list:
   for op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"):
     cases.append(compared_mask(np.random.default_rng(int(next(seeds))), op))
   cases.append(compared_mask(np.random.default_rng(int(next(seeds))), "Less", floats=True))
+  cases.append(gpt2_mlp(np.random.default_rng(int(next(seeds)))))
   return cases

@@ -267,6 +267,48 @@ TEST_CASE("compile_graph turns Linear + GELU into one MatMul with bias and GELU 
   }
 }
 
+TEST_CASE("a GELU after Reshape(Gemm) fuses into the Gemm; the Reshape writes its output (GPT-2)") {
+  // torch.onnx.export's GPT-2 MLP: Reshape [S, D] -> Gemm -> Reshape [1, S, 4D] -> tanh GELU.
+  struct Mlp {
+    GraphBuilder b;
+    int32_t gemm = -1, unflat = -1, gelu = -1;
+  };
+  auto build = []() {
+    Mlp m;
+    OpAttributes flat, back;
+    flat.new_shape = {6, 8};
+    back.new_shape = {1, 6, 16};
+    const int32_t h = m.b.op(OpType::Reshape, {m.b.input("x", {1, 6, 8})}, flat, "flat");
+    m.gemm = m.b.op(OpType::Gemm, {h, m.b.weight("w", {8, 16}), m.b.weight("c", {16})}, {}, "gemm");
+    m.unflat = m.b.op(OpType::Reshape, {m.gemm}, back, "unflat");
+    m.gelu = gelu_chain(m.b, m.unflat, GeluForm::kTanhPow);
+    return m;
+  };
+  {
+    Mlp m = build();
+    m.b.g.outputs = {m.gelu};
+    CompileReport report;
+    const TileGraph tg = compile_graph(m.b.g, kOptions, &report);
+    REQUIRE(tg.ops.size() == 3);  // flat, gemm (+GELU), unflat
+    CHECK(tg.ops[1].name == "gemm");
+    CHECK(tg.ops[1].attrs.activation == Activation::GeluTanh);
+    CHECK(tg.ops[2].name == "unflat");
+    CHECK(tg.ops[2].inputs[0] == tg.ops[1].outputs[0]);
+    CHECK(tg.ops[2].outputs[0] == tg.outputs[0]);
+  }
+  // Where the Gemm's product or the reshaped one is read elsewhere, the
+  // GELU stays an op of its own.
+  for (bool product_read : {true, false}) {
+    Mlp m = build();
+    m.b.g.outputs = {m.gelu, product_read ? m.gemm : m.unflat};
+    const TileGraph tg = compile_graph(m.b.g, kOptions, nullptr);
+    CHECK(std::any_of(tg.ops.begin(), tg.ops.end(),
+                      [](const Operator& op) { return op.type == OpType::Gelu; }));
+    CHECK(std::none_of(tg.ops.begin(), tg.ops.end(),
+                       [](const Operator& op) { return op.attrs.activation != Activation::None; }));
+  }
+}
+
 TEST_CASE("a Gelu never fuses into a Conv (its kernels have no GELU epilogue)") {
   GraphBuilder b;
   const auto one = spatial_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1});

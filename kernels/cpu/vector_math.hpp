@@ -197,10 +197,15 @@ inline B gelu_erf_approx(B x) {
   return B(0.5f) * x * (B(1.0f) + erf_approx(x * B(0.7071067811865476f)));
 }
 
+// The tanh form as x * sigmoid(2u), u = sqrt(2 / pi) (x + 0.044715 x^3):
+// 0.5 (1 + tanh(u)) = sigmoid(2u), one exp and one divide with no branch
+// for small |u| (tanh_approx computes both of its branches), and no
+// cancellation in 1 + tanh(u) for large negative x.
 template <class B>
 inline B gelu_tanh_approx(B x) {
-  const B inner = B(0.7978845608028654f) * (x + B(0.044715f) * x * x * x);
-  return B(0.5f) * x * (B(1.0f) + tanh_approx(inner));
+  const B two_u = x * fused_madd(x * x, B(2.0f * 0.7978845608028654f * 0.044715f),
+                                 B(2.0f * 0.7978845608028654f));
+  return x * sigmoid_approx(two_u);
 }
 
 }  // namespace

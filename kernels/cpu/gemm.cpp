@@ -247,8 +247,13 @@ PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool tran
   return packed;
 }
 
-void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int64_t ldc,
-               const GemmTile& tile, const GemmEpilogue& epilogue, const PackedMatrix* next_b) {
+namespace {
+
+// gemm_tile() and gemm_tile_indirect(): A[m, k] at a + m·lda + k, or at
+// a + m·lda + a_offsets[k] when a_offsets is given (then never packed).
+void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const PackedMatrix& b,
+                   float* c, int64_t ldc, const GemmTile& tile, const GemmEpilogue& epilogue,
+                   const PackedMatrix* next_b) {
   if (b.empty()) throw std::invalid_argument("gemm_tile: B is not packed");
   if (tile.m0 < 0 || tile.n0 < 0 || tile.m1 < tile.m0 || tile.n1 < tile.n0 || tile.n1 > b.n())
     throw std::invalid_argument("gemm_tile: tile outside the matrices");
@@ -274,7 +279,7 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
   const int64_t kc_max = std::max<int64_t>(1, (k + k_blocks - 1) / k_blocks);
   const int64_t panels_per_block = std::max<int64_t>(1, blocking.nc / nr);
   const int64_t rows_per_block = std::max<int64_t>(1, blocking.mc / mr) * mr;
-  const bool pack_a = tile.n1 - tile.n0 >= blocking.pack_a_min_columns;
+  const bool pack_a = !a_offsets && tile.n1 - tile.n0 >= blocking.pack_a_min_columns;
   float* a_block =
       pack_a ? scratch.a_block_for(std::min(rows_per_block, tile.m1 - tile.m0 + mr) * kc_max)
              : nullptr;
@@ -308,6 +313,10 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
           args.a = a_block + (m - mb) * kc;
           args.a_row_stride = 1;
           args.a_k_stride = mr;
+        } else if (a_offsets) {
+          args.a = a + m * lda;
+          args.a_row_stride = lda;
+          args.a_offsets = a_offsets + k0;
         } else {
           args.a = a + m * lda + k0;
           args.a_row_stride = lda;
@@ -393,6 +402,20 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
       }
     }
   }
+}
+
+}  // namespace
+
+void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int64_t ldc,
+               const GemmTile& tile, const GemmEpilogue& epilogue, const PackedMatrix* next_b) {
+  run_gemm_tile(a, lda, nullptr, b, c, ldc, tile, epilogue, next_b);
+}
+
+void gemm_tile_indirect(const float* a, int64_t row_stride, const int32_t* k_offsets,
+                        const PackedMatrix& b, float* c, int64_t ldc, const GemmTile& tile,
+                        const GemmEpilogue& epilogue) {
+  if (!k_offsets) throw std::invalid_argument("gemm_tile_indirect: no k offsets");
+  run_gemm_tile(a, row_stride, k_offsets, b, c, ldc, tile, epilogue, nullptr);
 }
 
 float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n) {

@@ -196,4 +196,16 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
                const GemmTile& tile, const GemmEpilogue& epilogue = {},
                const PackedMatrix* next_b = nullptr);
 
+// The same with A read through a table of k offsets (implicit GEMM):
+//
+//   A[m, k] = a[m·row_stride + k_offsets[k]]   for k < b.k(),
+//
+// so that a convolution's output pixels along one row (row_stride: the
+// stride in the input) read their taps (k_offsets: channel, kernel row and
+// column) straight from a padded input, with no patch matrix. A is never
+// packed; every row [0, m1) must be readable at each offset.
+void gemm_tile_indirect(const float* a, int64_t row_stride, const int32_t* k_offsets,
+                        const PackedMatrix& b, float* c, int64_t ldc, const GemmTile& tile,
+                        const GemmEpilogue& epilogue = {});
+
 }  // namespace tessera::kernels::cpu

@@ -24,12 +24,15 @@ struct GemmMicrotileEpilogue {
 // [n_begin, n_valid) are loaded, stored and given the epilogue (partial
 // vectors through masked moves: nothing outside is touched). A is read
 // either in place (a_k_stride == 1: row i at a + i·a_row_stride; rows ≥
-// m_valid read row m_valid − 1 instead, so no read leaves the matrix) or
-// packed (a_row_stride == 1, a_k_stride == MR).
+// m_valid read row m_valid − 1 instead, so no read leaves the matrix),
+// through a table of k offsets (a_offsets: element (i, k) at a + i·a_row_stride
+// + a_offsets[k], rows clamped alike; a_k_stride unused) or packed
+// (a_row_stride == 1, a_k_stride == MR).
 struct GemmMicrokernelArgs {
   int64_t kc = 0;
   const float* a = nullptr;
   int64_t a_row_stride = 0, a_k_stride = 1;
+  const int32_t* a_offsets = nullptr;
   int64_t m_valid = 0;
   int64_t n_begin = 0;       // 0 for a whole block
   int64_t n_valid = 0;       // NR for a whole block

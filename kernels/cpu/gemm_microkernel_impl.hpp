@@ -130,14 +130,19 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
 #pragma GCC unroll 4
     for (; k < kc; ++k) step(k, b + k * NR, [&](int i) { return a_at(k, i); });
   };
-  if (args.a_k_stride == 1) {
+  if (args.a_k_stride == 1 || args.a_offsets) {
     // A in place: one pointer per row, rows past m_valid clamped to the last
     // valid one (their results are discarded by the caller).
     const float* rows[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
       rows[i] = args.a + (i < args.m_valid ? i : args.m_valid - 1) * args.a_row_stride;
-    k_loop([&](int64_t k, int i) { return rows[i][k]; });
+    if (const int32_t* offsets = args.a_offsets) {
+      // Implicit GEMM: one offset per k step, shared by the MR rows.
+      k_loop([&](int64_t k, int i) { return rows[i][offsets[k]]; });
+    } else {
+      k_loop([&](int64_t k, int i) { return rows[i][k]; });
+    }
   } else {
     // A packed as kc groups of MR consecutive scalars: one pointer, the
     // broadcasts at constant offsets from it.

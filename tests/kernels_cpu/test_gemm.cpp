@@ -2,8 +2,9 @@
 // naive double-precision reference, through gemm_tile(): the named edges
 // (m < MR, n < NR, remainders, K = 1, K across cache blocks, tiles at
 // unaligned offsets, strided A and C, transposed B, every epilogue), then
-// random shapes. Every element outside the tile is a sentinel that must
-// survive. Seeds: TESSERA_TEST_SEED=<n> replays a run.
+// random shapes, A in place, packed and through a table of k offsets
+// (gemm_tile_indirect). Every element outside the tile is a sentinel that
+// must survive. Seeds: TESSERA_TEST_SEED=<n> replays a run.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -48,6 +49,9 @@ struct GemmCase {
   int64_t next_b_k = 0;       // > 0: a next_b of [next_b_k, cols] to fetch (C must not change)
   GemmBlocking blocking;      // run() sets pack_a_min_columns to force A packed or in place
   bool own_blocking = false;  // the kernel's own blocking instead of `blocking`
+  // > 0: gemm_tile_indirect() with this row stride and random k offsets into
+  // a span of 3K + 5 floats per row (rows overlap, offsets repeat).
+  int64_t indirect_stride = 0;
 
   std::string describe() const {
     std::ostringstream s;
@@ -56,7 +60,7 @@ struct GemmCase {
       << ldc_pad << " transposed " << transposed << " accumulate " << accumulate << " bias "
       << static_cast<int>(bias_kind) << " act " << static_cast<int>(activation) << " residual "
       << residual << " after " << (residual_position == GemmResidual::kAfterActivation)
-      << " zero_b " << zero_b << " next_b K " << next_b_k;
+      << " zero_b " << zero_b << " next_b K " << next_b_k << " indirect stride " << indirect_stride;
     if (own_blocking)
       s << " the kernel's own blocking";
     else
@@ -95,9 +99,17 @@ void check_case(const GemmMicrokernel& kernel, const GemmCase& gc, uint64_t seed
   auto exact = [](int64_t count, int64_t ld, int64_t width) {
     return static_cast<size_t>(count == 0 ? 0 : (count - 1) * ld + width);
   };
-  std::vector<float> a(exact(m, lda, k)),
+  const int64_t span = 3 * k + 5;
+  std::vector<float> a(gc.indirect_stride > 0 ? exact(m, gc.indirect_stride, span)
+                                              : exact(m, lda, k)),
       b(exact(gc.transposed ? n : k, ldb, gc.transposed ? k : n));
   for (float& x : a) x = dist(rng);
+  std::vector<int32_t> offsets(static_cast<size_t>(gc.indirect_stride > 0 ? k : 0));
+  for (int32_t& o : offsets)
+    o = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(0, span - 1)(rng));
+  auto a_at = [&](int64_t i, int64_t kk) {
+    return gc.indirect_stride > 0 ? a[i * gc.indirect_stride + offsets[kk]] : a[i * lda + kk];
+  };
   for (float& x : b) x = gc.zero_b ? 0.0f : 2.0f * dist(rng);
   std::vector<float> bias;
   if (gc.bias_kind == GemmBias::kPerColumn) bias.resize(static_cast<size_t>(n));
@@ -137,7 +149,11 @@ void check_case(const GemmMicrokernel& kernel, const GemmCase& gc, uint64_t seed
   const PackedMatrix next_packed =
       gc.next_b_k > 0 ? pack_b(next.data(), gc.next_b_k, n, n, false, kernel) : PackedMatrix();
   if (!gc.own_blocking) set_gemm_blocking(gc.blocking);
-  gemm_tile(a.data(), lda, packed, c.data(), ldc, t, ep, gc.next_b_k > 0 ? &next_packed : nullptr);
+  if (gc.indirect_stride > 0)
+    gemm_tile_indirect(a.data(), gc.indirect_stride, offsets.data(), packed, c.data(), ldc, t, ep);
+  else
+    gemm_tile(a.data(), lda, packed, c.data(), ldc, t, ep,
+              gc.next_b_k > 0 ? &next_packed : nullptr);
   reset_gemm_blocking();
 
   const double eps = std::numeric_limits<float>::epsilon();
@@ -155,8 +171,7 @@ void check_case(const GemmMicrokernel& kernel, const GemmCase& gc, uint64_t seed
       }
       double x = gc.accumulate ? c_before[i * ldc + j] : 0.0;
       for (int64_t kk = 0; kk < k; ++kk)
-        x += static_cast<double>(a[i * lda + kk]) *
-             (gc.transposed ? b[j * ldb + kk] : b[kk * ldb + j]);
+        x += static_cast<double>(a_at(i, kk)) * (gc.transposed ? b[j * ldb + kk] : b[kk * ldb + j]);
       if (gc.bias_kind == GemmBias::kPerColumn) x += bias[j];
       if (gc.bias_kind == GemmBias::kPerRow) x += bias[i];
       const double r = gc.residual ? residual[i * ldr + j] : 0.0;
@@ -346,6 +361,25 @@ void test_microkernel(const GemmMicrokernel& kernel) {
       }
     }
   }
+  SUBCASE("A through a table of k offsets (gemm_tile_indirect: implicit GEMM)") {
+    // Convolution-like: row strides 1 to 3 over overlapping rows, K short
+    // (a 3×3 stem over 3 channels: 27) and across K slices, every bias and
+    // the common activations, tiles at unaligned offsets.
+    for (int64_t k : {1, 7, 27, 147, 400}) {
+      for (int64_t stride : {1, 2, 3}) {
+        GemmCase gc = whole(2 * mr + 3, nr + 5, k);
+        gc.indirect_stride = stride;
+        gc.tile = {stride - 1, gc.rows, 2, gc.cols};
+        gc.ldc_pad = 1;
+        gc.bias_kind = static_cast<GemmBias>(k % 3);
+        gc.activation = k % 2 ? GemmActivation::kClip : GemmActivation::kRelu;
+        gc.residual = stride == 2;
+        gc.accumulate = stride == 3;
+        gc.blocking.kc = k == 400 ? 128 : 1000;
+        run(gc);
+      }
+    }
+  }
   SUBCASE("random shapes and tiles") {
     std::mt19937_64 rng(seed);
     auto pick = [&](int64_t lo, int64_t hi) {
@@ -369,6 +403,7 @@ void test_microkernel(const GemmMicrokernel& kernel) {
       gc.blocking.kc = pick(1, 400);
       gc.blocking.l1_panel_bytes = pick(0, 1) == 1 ? int64_t{1} << 40 : 0;
       gc.next_b_k = pick(0, 1) == 1 ? pick(1, 500) : 0;
+      gc.indirect_stride = pick(0, 3) == 3 ? pick(1, 4) : 0;
       run(gc);
     }
   }

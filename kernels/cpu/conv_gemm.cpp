@@ -57,10 +57,11 @@ struct ConvGemmPrepared {
 
 // Per-thread panels, grown on first use, never per call.
 struct ConvScratch {
-  std::vector<float> input;     // pixel-major input window of a chunk
-  std::vector<float> patches;   // [pixels, K]
-  std::vector<float> output;    // Y^T [pixels, oc1]
-  std::vector<float> residual;  // an NCHW residual, pixel-major [pixels, oc1]
+  std::vector<float> input;      // input window of a chunk (pixel-major, or planar)
+  std::vector<int32_t> offsets;  // gemm_tile_indirect's k offsets into a planar window
+  std::vector<float> patches;    // [pixels, K]
+  std::vector<float> output;     // Y^T [pixels, oc1]
+  std::vector<float> residual;   // an NCHW residual, pixel-major [pixels, oc1]
 };
 
 ConvScratch& thread_scratch() {
@@ -147,6 +148,35 @@ void gather_input_window(const float* image, const ConvGeometry& g, int64_t ih_b
   }
 }
 
+// NCHW inputs of at most this many channels with an NHWC output (the
+// models' stems: 3 channels) run as an implicit GEMM through a table of k
+// offsets into a padded window of the input planes (gemm_tile_indirect):
+// no pixel-major window and no patch matrix. With more channels the taps
+// of one k step sit in C planes apart and the patch gather pays again.
+constexpr int64_t kIndirectMaxChannels = 4;
+
+// Copies input rows [ih_begin, ih_begin + rows) × columns [iw_begin,
+// iw_begin + cols) of one NCHW image into the channel-planar window
+// panel[(c·rows + r)·cols + j], zero outside the image.
+void copy_input_planes(const float* image, const ConvGeometry& g, int64_t ih_begin, int64_t rows,
+                       int64_t iw_begin, int64_t cols, float* panel) {
+  const int64_t j_lo = std::clamp<int64_t>(-iw_begin, 0, cols);
+  const int64_t j_hi = std::clamp<int64_t>(g.in_w - iw_begin, j_lo, cols);
+  for (int64_t ch = 0; ch < g.channels; ++ch)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = panel + (ch * rows + r) * cols;
+      const int64_t ih = ih_begin + r;
+      if (ih < 0 || ih >= g.in_h || j_lo == j_hi) {
+        std::fill(row, row + cols, 0.0f);
+        continue;
+      }
+      std::fill(row, row + j_lo, 0.0f);
+      std::fill(row + j_hi, row + cols, 0.0f);
+      const float* src = image + (ch * g.in_h + ih) * g.in_w + iw_begin;
+      std::copy(src + j_lo, src + j_hi, row + j_lo);
+    }
+}
+
 // The patches of `rows` × `cols` output pixels straight from an NHWC image,
 // their window's top-left input pixel at (ih_begin, iw_begin), zero where a
 // tap falls outside the image: no window panel first. A strided conv reads
@@ -222,7 +252,26 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   const int64_t iw_begin = ow_begin * g.stride_w - g.pad_left;
   const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
   const float* scale = input_scale(args, n);
-  if (scale && input_is_a(args, g)) {
+  const bool indirect = !x_nhwc && y_nhwc && !scale && g.rank == 4 && c <= kIndirectMaxChannels;
+  int64_t window_cols = 0;
+  if (indirect) {
+    // The chunk's input planes, then per output row one GEMM whose rows
+    // (output pixels) are stride_w apart in the window and whose k steps
+    // (taps, in W''s [kH, kW, C] order) are at fixed offsets from them.
+    const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
+    window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
+    float* window = grown(scratch.input, c * window_rows * window_cols);
+    copy_input_planes(image, g, ih_begin, window_rows, iw_begin, window_cols, window);
+    if (static_cast<int64_t>(scratch.offsets.size()) < k)
+      scratch.offsets.resize(static_cast<size_t>(k));
+    int32_t* offsets = scratch.offsets.data();
+    for (int64_t kh = 0; kh < g.k_h; ++kh)
+      for (int64_t kw = 0; kw < g.k_w; ++kw)
+        for (int64_t ch = 0; ch < c; ++ch)
+          *offsets++ = static_cast<int32_t>((ch * window_rows + kh * g.dilation_h) * window_cols +
+                                            kw * g.dilation_w);
+    a = window;
+  } else if (scale && input_is_a(args, g)) {
     float* scaled = grown(scratch.patches, pixels * c);
     const float* x = args.inputs[0].data + first_pixel * c;
     for (int64_t p = 0; p < pixels; ++p)
@@ -285,6 +334,16 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
     }
   }
 
+  if (indirect) {
+    for (int64_t r = 0; r < rows; ++r) {
+      GemmEpilogue row_epilogue = epilogue;
+      if (epilogue.residual) row_epilogue.residual += r * cols * epilogue.ld_residual;
+      gemm_tile_indirect(a + r * g.stride_h * window_cols, g.stride_w, scratch.offsets.data(),
+                         prep.weights, args.output.data + (first_pixel + r * cols) * g.out_channels,
+                         g.out_channels, {.m0 = 0, .m1 = cols, .n0 = oc0, .n1 = oc1}, row_epilogue);
+    }
+    return;
+  }
   const GemmTile tile{.m0 = 0, .m1 = pixels, .n0 = oc0, .n1 = oc1};
   if (y_nhwc) {
     gemm_tile(a, k, prep.weights, args.output.data + first_pixel * g.out_channels, g.out_channels,

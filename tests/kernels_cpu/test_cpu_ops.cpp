@@ -514,6 +514,77 @@ TEST_CASE("cpu.conv_gemm: few channels (K = 1 to 40) and patch runs of every len
   }
 }
 
+TEST_CASE("cpu.conv_gemm: NCHW input of 1-5 channels into NHWC (the stems' implicit GEMM)") {
+  // Up to 4 channels an NCHW input with an NHWC output runs through
+  // gemm_tile_indirect (k offsets into padded input planes); 5 takes the
+  // patch path. Random kernels, strides, dilations and pads (some larger
+  // than the kernel), chunks of whole and part rows (random tiles), a
+  // residual in either layout, and the stems themselves in small.
+  uint64_t seed = base_seed() * 7919u + 1300;
+  std::mt19937_64 rng(seed);
+  auto pick_in = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const Activation activations[] = {Activation::None, Activation::Relu, Activation::Clip};
+  std::vector<ConvSpec> specs = {
+      // ResNet's 7×7 stride-2 stem and MobileNetV2's 3×3 stride-2 one.
+      {.channels = 3,
+       .out_channels = 64,
+       .in_h = 30,
+       .in_w = 33,
+       .k_h = 7,
+       .k_w = 7,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_top = 3,
+       .pad_left = 3,
+       .pad_bottom = 3,
+       .pad_right = 3,
+       .activation = Activation::Relu},
+      {.channels = 3,
+       .out_channels = 32,
+       .in_h = 19,
+       .in_w = 24,
+       .k_h = 3,
+       .k_w = 3,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_top = 1,
+       .pad_left = 1,
+       .pad_bottom = 1,
+       .pad_right = 1,
+       .activation = Activation::Clip},
+  };
+  for (int i = 0; i < 30; ++i) {
+    ConvSpec s{.batch = pick_in(1, 2),
+               .channels = pick_in(1, 5),
+               .out_channels = pick_in(1, 70),
+               .in_h = pick_in(1, 17),
+               .in_w = pick_in(1, 40),
+               .k_h = pick_in(1, 5),
+               .k_w = pick_in(1, 7),
+               .stride_h = pick_in(1, 3),
+               .stride_w = pick_in(1, 3),
+               .dilation_h = pick_in(1, 2),
+               .dilation_w = pick_in(1, 2),
+               .pad_top = pick_in(0, 3),
+               .pad_left = pick_in(0, 4),
+               .pad_bottom = pick_in(0, 3),
+               .pad_right = pick_in(0, 4),
+               .activation = activations[i % 3],
+               .residual = i % 4 == 1};
+    specs.push_back(s);
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::optional<OpCase> conv = conv_case(specs[i], "NCHW to NHWC, few channels");
+    if (!conv) continue;  // the kernel does not fit the padded input
+    conv->layouts.assign(conv->inputs.size(), graph::Layout::NCHW);
+    conv->out_layout = graph::Layout::NHWC;
+    if (specs[i].residual && i % 8 == 1) conv->layouts[3] = graph::Layout::NHWC;
+    check_case("cpu.conv_gemm", *conv, seed++);
+  }
+}
+
 TEST_CASE("cpu.conv_gemm: every mix of NCHW and NHWC input, output and residual") {
   uint64_t seed = base_seed() * 7919u + 500;
   // 1×1 stride 1 (A is the NHWC input itself, no chunks when Y is NHWC

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/dependency.hpp"
+#include "graph/tiler.hpp"
 
 namespace tessera::graph {
 
@@ -65,6 +66,30 @@ std::vector<uint8_t> depth_first_nodes(const TileGraph& graph) {
   for (size_t n = 0; n < graph.nodes.size(); ++n)
     walk[n] = walk_into_op[static_cast<size_t>(graph.nodes[n].op)];
   return walk;
+}
+
+std::vector<uint8_t> long_nodes(const TileGraph& graph) {
+  std::vector<int64_t> work(graph.ops.size());
+  std::vector<Shape> input_shapes;
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    const Operator& op = graph.ops[o];
+    input_shapes.clear();
+    for (const int32_t t : op.inputs)
+      input_shapes.push_back(graph.tensors.at(static_cast<size_t>(t)).shape);
+    work[o] =
+        op_work(op, input_shapes, graph.tensors.at(static_cast<size_t>(op.outputs.at(0))).shape);
+  }
+  std::vector<uint8_t> long_node(graph.nodes.size(), 0);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const TileNode& node = graph.nodes[n];
+    const auto o = static_cast<size_t>(node.op);
+    const int64_t out =
+        shape_numel(graph.tensors.at(static_cast<size_t>(graph.ops[o].outputs.at(0))).shape);
+    const double share =
+        out > 0 ? static_cast<double>(node.region.numel()) / static_cast<double>(out) : 0.0;
+    long_node[n] = static_cast<double>(work[o]) * share >= static_cast<double>(kLongNodeWork);
+  }
+  return long_node;
 }
 
 }  // namespace tessera::graph

@@ -27,4 +27,16 @@ std::vector<int32_t> main_parents(const TileGraph& graph);
 // MobileNetV2 run faster op by op, its early stages depth-first.
 std::vector<uint8_t> depth_first_nodes(const TileGraph& graph);
 
+// For every node, whether a worker that makes it ready and runs another node
+// next should share it through the ready pool at once (GraphView::
+// shared_when_ready) rather than cache it until no worker is idle: nodes of
+// at least kLongNodeWork multiply-adds (op_work over the tile's share of the
+// output). Two workers finish an op's tiles together; the one that readies
+// the next op's tiles, a moment before the other goes idle, kept them in its
+// own cache while it ran one of them: GPT-2 at 2 threads left one worker
+// idle for a whole Gemm tile (0.7-1.1 ms) 5-10 times per run (tessera run
+// --trace).
+inline constexpr int64_t kLongNodeWork = int64_t{4} << 20;
+std::vector<uint8_t> long_nodes(const TileGraph& graph);
+
 }  // namespace tessera::graph

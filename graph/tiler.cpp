@@ -34,7 +34,8 @@ std::vector<Shape> input_shapes(const Graph& graph, const Operator& op) {
   return shapes;
 }
 
-// Rough cost of the whole op, for the tile-count rule.
+}  // namespace
+
 int64_t op_work(const Operator& op, const std::vector<Shape>& in, const Shape& out) {
   int64_t n = shape_numel(out);
   switch (op.type) {
@@ -53,6 +54,8 @@ int64_t op_work(const Operator& op, const std::vector<Shape>& in, const Shape& o
       return n;
   }
 }
+
+namespace {
 
 // Ops that do a little work per output element and read their inputs at the
 // same positions: they would get one tile by their own work, turning every

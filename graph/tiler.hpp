@@ -19,6 +19,11 @@ struct TilerOptions {
 std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
                                    const TilerOptions& options);
 
+// Rough cost of the whole op in multiply-adds (GEMMs and convs), window
+// reads (pools) or output elements (the rest): the tile-count rule's
+// measure of work, and the scheduler's for long nodes (tile_affinity.hpp).
+int64_t op_work(const Operator& op, const std::vector<Shape>& in, const Shape& out);
+
 // One node per tile; nodes numbered op by op (topological), tiles in order.
 // TileNode::op indexes graph.ops. Throws tessera::Error when a tensor's shape
 // differs from what its producer's shape function gives.

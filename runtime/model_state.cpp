@@ -28,6 +28,7 @@ void build_csr(ModelState& m) {
     m.children.insert(m.children.end(), n.children.begin(), n.children.end());
   m.main_parents = graph::main_parents(m.graph);
   m.walk_into = graph::depth_first_nodes(m.graph);
+  m.shared_when_ready = graph::long_nodes(m.graph);
   m.view = scheduler::GraphView{count,
                                 m.parent_counts.data(),
                                 m.child_offsets.data(),
@@ -36,7 +37,8 @@ void build_csr(ModelState& m) {
                                 m.sources.data(),
                                 static_cast<int32_t>(m.sources.size()),
                                 m.main_parents.data(),
-                                m.walk_into.data()};
+                                m.walk_into.data(),
+                                m.shared_when_ready.data()};
 }
 
 void bind_ops(ModelState& m) {

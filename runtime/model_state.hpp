@@ -124,6 +124,7 @@ struct ModelState {
   // Scheduler view (CSR) of graph.nodes.
   std::vector<int32_t> parent_counts, child_offsets, children, depths, sources, main_parents;
   std::vector<uint8_t> walk_into;
+  std::vector<uint8_t> shared_when_ready;
   scheduler::GraphView view;
 
   std::vector<OperandPlacement> operands;

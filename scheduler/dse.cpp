@@ -161,8 +161,15 @@ void Dse::run_path_impl(Request* request, int32_t node) {
   std::atomic<int32_t>* const pending = request->pending_parents();
   const int32_t* const main_parents = graph.main_parents;
   const uint8_t* const walk_into = graph.walk_into;
+  const uint8_t* const shared_when_ready = graph.shared_when_ready;
   int32_t* const ran_on = request->ran_on();  // non-null with main_parents
   while (true) {
+    // Siblings cached while no worker was idle stay invisible to one that
+    // went idle since, for as long as this node runs: hand them over first.
+    if (cache_size_ > 0 && idle_workers && idle_workers->load(std::memory_order_relaxed) > 0) {
+      while (cache_size_ > 0) batch_.push_back(cache_pop());
+      push_batch();
+    }
     request->execute_node(node);  // line 11
     if (ran_on) ran_on[node] = row_;
     // relaxed: a hint; a stale value only delays sharing by one node.
@@ -190,7 +197,8 @@ void Dse::run_path_impl(Request* request, int32_t node) {
       if (next < 0 && (walk_into == nullptr || walk_into[child])) {
         next = child;  // line 18: traverse to the first readied child
       } else {
-        cache_or_batch({request, child}, share);  // line 20, cached or batched
+        // line 20, cached or batched
+        cache_or_batch({request, child}, share || (shared_when_ready && shared_when_ready[child]));
       }
     }
     // Per-request completion is not in Algorithm 1 (it runs one DNN forever).

@@ -29,6 +29,13 @@
 // goes to the cache like the other children, so the op's ready tiles run one
 // after another while its weights are in cache.
 //
+// Long nodes are shared at once. The cache is private: a worker that goes
+// idle just after a DSE cached some readied nodes cannot take them until
+// that DSE finishes the node it runs next. For nodes marked in
+// GraphView::shared_when_ready (graph::long_nodes: big GEMM and conv
+// tiles) the DSE pushes them to its pool row whether or not a worker is
+// idle yet; it still pops its own row first.
+//
 // Going on from the cache. At a dead end the DSE takes the next head from its
 // local cache inside the same loop when it is of the same request, nothing
 // more urgent is queued and no hand-over or exit is pending: the state a new

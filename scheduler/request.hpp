@@ -27,6 +27,11 @@ struct GraphView {
   // it (local cache, FIFO) instead of walking into it (dse.hpp); null: walk
   // into every node, as Algorithm 1.
   const uint8_t* walk_into = nullptr;
+  // Optional [node_count]: 1 where a DSE that readies the node but runs
+  // another next pushes it to the pool at once, as it does for every node
+  // while a worker is idle, instead of caching it (dse.hpp): long nodes,
+  // which a worker going idle a moment later would otherwise wait out.
+  const uint8_t* shared_when_ready = nullptr;
 };
 
 class Request {

@@ -135,3 +135,28 @@ TEST_CASE("depth_first_nodes: walk into an op unless reloading its weights per t
   for (const uint8_t w : depth_first_nodes(with_storage(tile_graph_of(b.g, TilerOptions{1, 1}))))
     CHECK(w == 1);
 }
+
+TEST_CASE("long_nodes: tiles of at least kLongNodeWork multiply-adds, by their share of the op") {
+  // A MatMul [1024, 256] x [256, 256] (2^26 multiply-adds) cut in row
+  // tiles, then a Relu over its output (one op per element) and a small
+  // MatMul [1024, 256] x [256, 8] (2M in all): in 4 or 16 tiles (2^24 and
+  // exactly 2^22 = kLongNodeWork each) the big MatMul's tiles are long, in
+  // 32 (2^21) none is.
+  GraphBuilder b;
+  const int32_t x = b.input("x", {1024, 256});
+  const int32_t y = b.op(OpType::MatMul, {x, b.weight("w", {256, 256})});
+  const int32_t r = b.op(OpType::Relu, {y});
+  b.g.outputs = {b.op(OpType::MatMul, {r, b.weight("v", {256, 8})})};
+  for (const int32_t tiles : {4, 16, 32}) {
+    CAPTURE(tiles);
+    const TileGraph graph = tile_graph_of(b.g, TilerOptions{tiles, 2});
+    const std::vector<uint8_t> long_node = long_nodes(graph);
+    REQUIRE(long_node.size() == graph.nodes.size());
+    for (size_t n = 0; n < graph.nodes.size(); ++n) {
+      CAPTURE(n);
+      if (graph.nodes[n].op == 0) CHECK(graph.nodes[n].region.numel() * tiles == 1024 * 256);
+      const bool big = graph.nodes[n].op == 0 && tiles <= 16;
+      CHECK(long_node[n] == (big ? 1 : 0));
+    }
+  }
+}

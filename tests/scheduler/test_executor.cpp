@@ -76,9 +76,10 @@ struct TestGraph {
   int32_t node_count = 0;
   std::vector<int32_t> parent_counts, child_offsets, children, depths, sources;
   std::vector<int32_t> parent_offsets, parents;
-  std::vector<uint64_t> expected_values;  // sequential evaluation of the dataflow
-  std::vector<int32_t> main_parents;      // empty: no data affinity
-  std::vector<uint8_t> walk_into;         // empty: walk into every node
+  std::vector<uint64_t> expected_values;   // sequential evaluation of the dataflow
+  std::vector<int32_t> main_parents;       // empty: no data affinity
+  std::vector<uint8_t> walk_into;          // empty: walk into every node
+  std::vector<uint8_t> shared_when_ready;  // empty: cache readied nodes while none is idle
 
   GraphView view() const {
     return GraphView{node_count,
@@ -89,7 +90,8 @@ struct TestGraph {
                      sources.data(),
                      static_cast<int32_t>(sources.size()),
                      main_parents.empty() ? nullptr : main_parents.data(),
-                     walk_into.empty() ? nullptr : walk_into.data()};
+                     walk_into.empty() ? nullptr : walk_into.data(),
+                     shared_when_ready.empty() ? nullptr : shared_when_ready.data()};
   }
 };
 
@@ -225,10 +227,11 @@ TestGraph random_graph_structure(std::mt19937_64& rng) {
   }
 }
 
-// Half the random graphs name a main parent per node (GraphView::main_parents)
-// and mark random nodes not to walk into (GraphView::walk_into), so the stress
-// tests also run the DSE's routing of children to the row of the worker that
-// ran their main parent, and its queueing instead of walking.
+// Half the random graphs name a main parent per node (GraphView::main_parents),
+// mark random nodes not to walk into (GraphView::walk_into) and a quarter of
+// them to share at once (GraphView::shared_when_ready), so the stress tests
+// also run the DSE's routing of children to the row of the worker that ran
+// their main parent, its queueing instead of walking, and its sharing.
 TestGraph random_graph(std::mt19937_64& rng) {
   TestGraph graph = random_graph_structure(rng);
   if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) return graph;
@@ -237,6 +240,9 @@ TestGraph random_graph(std::mt19937_64& rng) {
   graph.walk_into.resize(static_cast<size_t>(graph.node_count));
   for (uint8_t& walk : graph.walk_into)
     walk = static_cast<uint8_t>(std::uniform_int_distribution<int>(0, 1)(rng));
+  graph.shared_when_ready.resize(static_cast<size_t>(graph.node_count));
+  for (uint8_t& shared : graph.shared_when_ready)
+    shared = static_cast<uint8_t>(std::uniform_int_distribution<int>(0, 3)(rng) == 0);
   for (int32_t node = 0; node < graph.node_count; ++node) {
     const int32_t begin = graph.parent_offsets[static_cast<size_t>(node)];
     const int32_t end = graph.parent_offsets[static_cast<size_t>(node) + 1];
@@ -436,6 +442,43 @@ TEST_CASE("Dse walk_into: a child marked 0 is queued behind the others, not walk
     CHECK(request.order == (mark ? std::vector<int32_t>{0, 2, 1} : std::vector<int32_t>{0, 1, 2}));
     CHECK_FALSE(dse.run_next_path());
     CHECK(request.completions == 1);
+  }
+}
+
+TEST_CASE("Dse shared_when_ready: a marked node it does not walk into goes to the pool at once") {
+  // 0 -> {1, 2, 3}, no worker idle: the DSE walks into 1 and caches 2 and 3,
+  // unless they are marked; then it pushes them to its pool row (one batch)
+  // where another worker can take them while it is still on its path.
+  for (const bool mark : {false, true}) {
+    CAPTURE(mark);
+    TestGraph graph = build_graph("fan-out", 4, {{0, 1}, {0, 2}, {0, 3}});
+    if (mark) graph.shared_when_ready = {0, 0, 1, 1};
+    OrderRequest request(graph);
+    tessera::scheduler::ReadyPool pool(2);
+    int32_t pushed = 0;
+    const tessera::scheduler::DseHooks hooks{[&](int32_t count) { pushed += count; }, {}};
+    std::atomic<int32_t> idle{0};
+    std::atomic<bool> leave{true};  // stop after the walked path: 0, 1
+    tessera::scheduler::DseOptions options;
+    options.idle_workers = &idle;
+    options.leave = &leave;
+    tessera::scheduler::Dse owner(pool, 0, hooks, options);
+    tessera::scheduler::Dse other(pool, 1, hooks, tessera::scheduler::DseOptions{});
+    owner.run_path({&request, 0});
+    CHECK(request.order == std::vector<int32_t>{0, 1});
+    CHECK(owner.cached() == (mark ? 0 : 2));
+    CHECK(pushed == (mark ? 2 : 0));
+    CHECK(other.run_next_path() == mark);  // steals from row 0 only if shared
+    leave.store(false);
+    while (owner.run_next_path()) {
+    }
+    std::vector<int32_t> sorted = request.order;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(sorted == std::vector<int32_t>{0, 1, 2, 3});
+    owner.flush_completed();
+    other.flush_completed();
+    CHECK(request.completions == 1);
+    CHECK(pool.empty());
   }
 }
 

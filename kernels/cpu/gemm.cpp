@@ -194,6 +194,16 @@ const GemmMicrokernel& gemm_microkernel_for_columns(int64_t n) {
   return *best;
 }
 
+const GemmMicrokernel& gemm_microkernel_for_shape(int64_t m, int64_t n) {
+  const auto cost = [m, n](const GemmMicrokernel& k) {
+    return (std::max<int64_t>(m, 1) + k.mr - 1) / k.mr * k.mr * gemm_microkernel_column_cost(k, n);
+  };
+  const GemmMicrokernel* best = &gemm_default_microkernel();
+  for (const GemmMicrokernel& k : kMicrokernels)
+    if (k.isa == best->isa && cost(k) < cost(*best)) best = &k;
+  return *best;
+}
+
 GemmBlocking gemm_blocking_for(const GemmMicrokernel& kernel) {
   return g_forced_blocking ? *g_forced_blocking : own_blocking(kernel);
 }

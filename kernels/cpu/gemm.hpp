@@ -78,6 +78,14 @@ const GemmMicrokernel& gemm_default_microkernel();
 // it saves more than a fifth of the columns computed.
 int64_t gemm_microkernel_column_cost(const GemmMicrokernel& kernel, int64_t n);
 const GemmMicrokernel& gemm_microkernel_for_columns(int64_t n);
+// The same for a C of m rows as well (MatMul and Gemm, whose rows are known
+// when B is packed): the lowest m padded to MR times the column cost, the
+// earlier kernel of the manifest on ties. BERT's and GPT-2's linear layers
+// (m = 128 tokens, n a multiple of 48) take 8x48: 6x64 computes 132 rows
+// for 128; at one thread BERT-base ran 146.5 -> 141.6 ms and GPT-2 149.3 ->
+// 145.8 ms (median of four interleaved rounds each). Convolutions, whose
+// rows (pixels per chunk) vary by tile, keep gemm_microkernel_for_columns().
+const GemmMicrokernel& gemm_microkernel_for_shape(int64_t m, int64_t n);
 
 // Cache blocking inside gemm_tile(), BLIS's loops (Van Zee & van de Geijn
 // 2015) with A and B swapped for row-major C: for each `kc` slice of K, an

@@ -163,11 +163,11 @@ PreparedOp prepare_gemm(const graph::Operator& op, std::span<const ConstTensorVi
   const graph::Shape& b_shape = *inputs[1].shape;
   const int64_t ldb = b_shape[1];
   if (attrs.alpha == 1.0f) {
-    prep->b = pack_b(inputs[1].data, k, n, ldb, attrs.trans_b, gemm_microkernel_for_columns(n));
+    prep->b = pack_b(inputs[1].data, k, n, ldb, attrs.trans_b, gemm_microkernel_for_shape(m, n));
   } else {
     std::vector<float> scaled(inputs[1].data, inputs[1].data + b_shape[0] * b_shape[1]);
     for (float& v : scaled) v *= attrs.alpha;
-    prep->b = pack_b(scaled.data(), k, n, ldb, attrs.trans_b, gemm_microkernel_for_columns(n));
+    prep->b = pack_b(scaled.data(), k, n, ldb, attrs.trans_b, gemm_microkernel_for_shape(m, n));
   }
   if (inputs.size() >= 3 && inputs[2].data) {
     const float* c = inputs[2].data;
@@ -306,8 +306,9 @@ PreparedOp prepare_matmul(const graph::Operator& op, std::span<const ConstTensor
   if (auto why = matmul_applies(op, inputs)) fail_op(kMatMulVariant, &op, *why);
   auto prep = std::make_shared<MatMulPrepared>();
   const graph::Shape& b = *inputs[1].shape;
+  const int64_t rows = graph::shape_numel(*inputs[0].shape) / std::max<int64_t>(b[0], 1);
   prep->b = pack_b(inputs[1].data, b[0], b[1], b[1], /*transposed=*/false,
-                   gemm_microkernel_for_columns(b[1]));
+                   gemm_microkernel_for_shape(rows, b[1]));
   return prep;
 }
 

@@ -489,6 +489,37 @@ TEST_CASE("the ISA is chosen once; set_gemm_isa forces each supported one") {
   set_gemm_isa(chosen);
 }
 
+TEST_CASE("gemm_microkernel_for_shape: the fewest padded rows times the column cost") {
+  const GemmIsa chosen = gemm_isa();
+  for (GemmIsa isa : {GemmIsa::kPortable, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
+    if (!gemm_isa_supported(isa)) continue;
+    set_gemm_isa(isa);
+    for (int64_t m : {1, 5, 49, 128, 196, 2048})
+      for (int64_t n : {1, 48, 64, 96, 768, 1000, 3072}) {
+        INFO(gemm_isa_name(isa), " m ", m, " n ", n);
+        const GemmMicrokernel& k = gemm_microkernel_for_shape(m, n);
+        CHECK(k.isa == isa);
+        const auto cost = [&](const GemmMicrokernel& kernel) {
+          return (m + kernel.mr - 1) / kernel.mr * kernel.mr *
+                 gemm_microkernel_column_cost(kernel, n);
+        };
+        for (const GemmMicrokernel& other : gemm_microkernels())
+          if (other.isa == isa) CHECK(cost(k) <= cost(other));
+      }
+  }
+  if (gemm_isa_supported(GemmIsa::kAvx512)) {
+    set_gemm_isa(GemmIsa::kAvx512);
+    // BERT's 128 tokens: 8 rows divide them, 6 do not.
+    CHECK(gemm_microkernel_for_shape(128, 768).name == "gemm_8x48__avx512");
+    CHECK(gemm_microkernel_for_shape(128, 3072).name == "gemm_8x48__avx512");
+    // Square, one row, and N not a multiple of 48: the default.
+    CHECK(gemm_microkernel_for_shape(2048, 2048).name == "gemm_6x64__avx512");
+    CHECK(gemm_microkernel_for_shape(1, 1000).name == "gemm_6x64__avx512");
+    CHECK(gemm_microkernel_for_shape(49, 512).name == "gemm_6x64__avx512");
+  }
+  set_gemm_isa(chosen);
+}
+
 TEST_CASE("gemm_microkernel_for_columns: the lowest column cost, default on ties") {
   const GemmIsa chosen = gemm_isa();
   for (GemmIsa isa : {GemmIsa::kPortable, GemmIsa::kAvx2, GemmIsa::kAvx512}) {

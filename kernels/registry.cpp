@@ -134,6 +134,7 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::LayerNormalization, "cpu.layer_norm", cpu::layer_norm, nullptr,
      cpu::layer_norm_applies, 10},
     {OpType::Transpose, "cpu.transpose", cpu::transpose, nullptr, cpu::transpose_applies, 10},
+    {OpType::Slice, "cpu.slice", cpu::slice, nullptr, cpu::slice_applies, 10},
     {OpType::MaxPool, "cpu.maxpool", cpu::max_pool, nullptr, cpu::max_pool_applies, 10,
      kUniformLayout},
     {OpType::GlobalAveragePool, "cpu.global_average_pool", cpu::global_average_pool, nullptr,

@@ -96,4 +96,12 @@ void transpose(const TileArgs& args);
 std::optional<std::string> transpose_applies(const graph::Operator& op,
                                              std::span<const ConstTensorView> inputs);
 
+// transformer_ops.cpp — "cpu.slice": the same strided copy from the slice's
+// first element (GPT-2's split of the fused QKV projection: contiguous runs
+// of 768 floats, where the reference copies element by element). Bitwise
+// equal to the reference.
+void slice(const TileArgs& args);
+std::optional<std::string> slice_applies(const graph::Operator& op,
+                                         std::span<const ConstTensorView> inputs);
+
 }  // namespace tessera::kernels::cpu

@@ -1,11 +1,10 @@
-// "cpu.softmax", "cpu.layer_norm" and "cpu.transpose". Softmax and LayerNorm: the row statistics
-// and the per-element pass over contiguous rows through the vector loops of vector_ops.hpp
-// (per-ISA, chosen by gemm_isa()), and vector_ops() itself. Each row's
-// statistics are computed over the whole row, in one fixed order, whatever
-// part of it the tile owns (the tiler never cuts a row: graph/tiler.cpp), so
-// results do not depend on the tiling, the thread count or the ISA.
-// Transpose copies (bitwise exact): whole runs when the innermost dim stays,
-// else cache blocks of a 2-D transpose.
+// "cpu.softmax", "cpu.layer_norm", "cpu.transpose" and "cpu.slice". Softmax and LayerNorm: the row
+// statistics and the per-element pass over contiguous rows through the vector loops of
+// vector_ops.hpp (per-ISA, chosen by gemm_isa()), and vector_ops() itself. Each row's statistics
+// are computed over the whole row, in one fixed order, whatever part of it the tile owns (the tiler
+// never cuts a row: graph/tiler.cpp), so results do not depend on the tiling, the thread count or
+// the ISA. Transpose and Slice copy (bitwise exact): whole runs when the innermost dim stays, else
+// cache blocks of a 2-D transpose.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -87,6 +86,7 @@ void for_each_row_span(const graph::Region& region, const graph::Shape& shape, s
 constexpr std::string_view kSoftmax = "cpu.softmax";
 constexpr std::string_view kLayerNorm = "cpu.layer_norm";
 constexpr std::string_view kTranspose = "cpu.transpose";
+constexpr std::string_view kSlice = "cpu.slice";
 
 std::optional<std::string> axis_reason(const graph::Shape& shape, int64_t axis) {
   if (shape.empty()) return std::string("the input is a scalar: uses the reference");
@@ -225,38 +225,29 @@ std::optional<std::string> transpose_applies(const graph::Operator& op,
   return std::nullopt;
 }
 
-void transpose(const TileArgs& args) {
-  check_args(args, kTranspose, 1, 1, /*same_shape=*/false);
-  const graph::Shape& out_shape = *args.output.shape;
-  const graph::Shape& in_shape = *args.inputs[0].shape;
-  const std::vector<int64_t>& perm = args.op->attrs.perm;
-  const size_t rank = out_shape.size();
-  if (perm.size() != rank || in_shape.size() != rank)
-    fail(args, kTranspose, "perm, input and output ranks differ");
-  const std::vector<int64_t> in_dense = graph::shape_strides(in_shape);
-  std::vector<int64_t> in_strides(rank);  // per output dim
-  for (size_t i = 0; i < rank; ++i) {
-    const auto p = static_cast<size_t>(perm[i]);
-    if (perm[i] < 0 || p >= rank || in_shape[p] != out_shape[i])
-      fail(args, kTranspose,
-           "perm does not map input " + graph::shape_to_string(in_shape) + " onto output " +
-               graph::shape_to_string(out_shape));
-    in_strides[i] = in_dense[p];
-  }
-  const graph::Region& r = *args.region;
+namespace {
+
+// Region r of a dense output whose element at index i is
+// x[sum over d of i_d · in_strides[d]]: Transpose (strides of the permuted
+// input dims) and Slice (the input's strides times the steps, x at the
+// starts). Contiguous runs where the output's last dim walks the input with
+// stride 1, 16 × 16 blocks of a 2-D transpose where another output dim q
+// does, else a strided copy per row.
+void copy_strided_view(const float* x, const std::vector<int64_t>& in_strides, float* y,
+                       const graph::Shape& out_shape, const graph::Region& r) {
   if (r.empty()) return;
-  const float* x = args.inputs[0].data;
-  float* y = args.output.data;
+  const size_t rank = out_shape.size();
   if (rank == 0) {
     y[0] = x[0];
     return;
   }
   const std::vector<int64_t> out_strides = graph::shape_strides(out_shape);
   const size_t last = rank - 1;
-  // The output dim that walks the input's contiguous dim (stride 1).
+  // The output dim that walks the input's contiguous memory, if any.
   size_t q = last;
-  for (size_t i = 0; i < rank; ++i)
-    if (static_cast<size_t>(perm[i]) == last) q = i;
+  if (in_strides[last] != 1)
+    for (size_t i = 0; i < rank; ++i)
+      if (in_strides[i] == 1) q = i;
   // The odometer runs over every output dim but `last` and (when it moves) q.
   std::vector<int64_t> index = r.begin;
   auto walked = [&](size_t d) { return d != last && (q == last || d != q); };
@@ -271,9 +262,11 @@ void transpose(const TileArgs& args) {
       }
     in_off += r.begin[last] * col_step;
     out_off += r.begin[last];
-    if (q == last) {
+    if (q == last && col_step == 1) {
       // The innermost dim stays: one contiguous run.
       std::memcpy(y + out_off, x + in_off, static_cast<size_t>(cols) * sizeof(float));
+    } else if (q == last) {
+      for (int64_t j = 0; j < cols; ++j) y[out_off + j] = x[in_off + j * col_step];
     } else {
       // A 2-D transpose: rows along output dim q (contiguous in the input),
       // columns along the output's last dim; 16 x 16 blocks keep both the
@@ -303,6 +296,63 @@ void transpose(const TileArgs& args) {
       index[d] = r.begin[d];
     }
   }
+}
+
+}  // namespace
+
+void transpose(const TileArgs& args) {
+  check_args(args, kTranspose, 1, 1, /*same_shape=*/false);
+  const graph::Shape& out_shape = *args.output.shape;
+  const graph::Shape& in_shape = *args.inputs[0].shape;
+  const std::vector<int64_t>& perm = args.op->attrs.perm;
+  const size_t rank = out_shape.size();
+  if (perm.size() != rank || in_shape.size() != rank)
+    fail(args, kTranspose, "perm, input and output ranks differ");
+  const std::vector<int64_t> in_dense = graph::shape_strides(in_shape);
+  std::vector<int64_t> in_strides(rank);  // per output dim
+  for (size_t i = 0; i < rank; ++i) {
+    const auto p = static_cast<size_t>(perm[i]);
+    if (perm[i] < 0 || p >= rank || in_shape[p] != out_shape[i])
+      fail(args, kTranspose,
+           "perm does not map input " + graph::shape_to_string(in_shape) + " onto output " +
+               graph::shape_to_string(out_shape));
+    in_strides[i] = in_dense[p];
+  }
+  copy_strided_view(args.inputs[0].data, in_strides, args.output.data, out_shape, *args.region);
+}
+
+std::optional<std::string> slice_applies(const graph::Operator& op,
+                                         std::span<const ConstTensorView> inputs) {
+  if (op.type != graph::OpType::Slice) return std::string("cpu.slice runs Slice only");
+  if (inputs.size() != 1 || !inputs[0].shape) return std::string("cpu.slice needs one input");
+  const size_t rank = inputs[0].shape->size();
+  if (op.attrs.starts.size() != rank || op.attrs.steps.size() != rank)
+    return std::string("starts or steps do not match the input rank: uses the reference");
+  return std::nullopt;
+}
+
+void slice(const TileArgs& args) {
+  check_args(args, kSlice, 1, 1, /*same_shape=*/false);
+  const graph::Shape& in_shape = *args.inputs[0].shape;
+  const graph::Shape& out_shape = *args.output.shape;
+  const std::vector<int64_t>& starts = args.op->attrs.starts;
+  const std::vector<int64_t>& steps = args.op->attrs.steps;
+  const size_t rank = in_shape.size();
+  if (starts.size() != rank || steps.size() != rank || out_shape.size() != rank)
+    fail(args, kSlice, "starts, steps, input and output ranks differ");
+  const std::vector<int64_t> dense = graph::shape_strides(in_shape);
+  std::vector<int64_t> strides(rank);
+  int64_t base = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    if (out_shape[d] == 0) return;
+    // The shape function proved start + (n - 1) * step inside the dim.
+    const int64_t end = starts[d] + (out_shape[d] - 1) * steps[d];
+    if (starts[d] < 0 || starts[d] >= in_shape[d] || end < 0 || end >= in_shape[d])
+      fail(args, kSlice, "dim " + std::to_string(d) + " reads outside the input");
+    strides[d] = dense[d] * steps[d];
+    base += starts[d] * dense[d];
+  }
+  copy_strided_view(args.inputs[0].data + base, strides, args.output.data, out_shape, *args.region);
 }
 
 }  // namespace tessera::kernels::cpu

@@ -759,6 +759,56 @@ TEST_CASE("cpu.layer_norm vs the reference (double sums): any axis, with and wit
   CHECK(cpu::layer_norm_applies(op, views)->find("uses the reference") != std::string::npos);
 }
 
+TEST_CASE("cpu.slice matches the reference bitwise: any starts and steps, GPT-2's QKV split") {
+  // Random ranks 0-5, each dim sliced from a random start with a step of
+  // -3..3 (not 0) over as many elements as fit; random tiles (check_case).
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 200; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 7919 + 31);
+    Case c;
+    c.op.name = "slice";
+    c.op.type = OpType::Slice;
+    const size_t rank = static_cast<size_t>(rng() % 6);
+    const Shape in = random_shape(rng, rank);
+    c.output = Shape(rank);
+    c.op.attrs.starts.resize(rank);
+    c.op.attrs.steps.resize(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t n = in[d];
+      int64_t step = static_cast<int64_t>(rng() % 7) - 3;
+      if (step == 0 || rng() % 3 == 0) step = 1;  // contiguous runs often
+      const int64_t start = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+      const int64_t room = step > 0 ? (n - 1 - start) / step : start / -step;
+      c.op.attrs.starts[d] = start;
+      c.op.attrs.steps[d] = step;
+      c.output[d] = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(room + 1));
+    }
+    c.shapes = {in};
+    c.data = {random_values(in, rng, true)};
+    check_case("cpu.slice", c, seed, exact);
+  }
+  for (int64_t part = 0; part < 3; ++part) {  // [1, 128, 2304] into three [1, 128, 768]
+    Case c;
+    c.op.type = OpType::Slice;
+    c.op.attrs.starts = {0, 0, part * 768};
+    c.op.attrs.steps = {1, 1, 1};
+    c.output = {1, 128, 768};
+    c.shapes = {{1, 128, 2304}};
+    std::mt19937_64 rng(seed0 + static_cast<uint64_t>(part));
+    c.data = {random_values(c.shapes[0], rng, false)};
+    check_case("cpu.slice", c, seed0, exact);
+  }
+  graph::Operator op;
+  op.type = OpType::Slice;
+  op.attrs.starts = {0};
+  op.attrs.steps = {1};
+  const Shape x{2, 3};
+  const ConstTensorView views[] = {{nullptr, &x}};
+  REQUIRE(cpu::slice_applies(op, views));
+  CHECK(cpu::slice_applies(op, views)->find("uses the reference") != std::string::npos);
+}
+
 TEST_CASE("cpu.transpose matches the reference bitwise: any perm, BERT's head split") {
   const uint64_t seed0 = base_seed();
   for (int t = 0; t < 200; ++t) {

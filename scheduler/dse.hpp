@@ -34,7 +34,9 @@
 // that DSE finishes the node it runs next. For nodes marked in
 // GraphView::shared_when_ready (graph::long_nodes: big GEMM and conv
 // tiles) the DSE pushes them to its pool row whether or not a worker is
-// idle yet; it still pops its own row first.
+// idle yet; it still pops its own row first. And before it runs a node, a
+// DSE holding cached nodes hands them to the pool if a worker is idle by
+// then (checked after the previous node too, where its children are shared).
 //
 // Going on from the cache. At a dead end the DSE takes the next head from its
 // local cache inside the same loop when it is of the same request, nothing

@@ -28,6 +28,7 @@
 // steps 1 and 3 disappear.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -252,14 +253,16 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   const int64_t iw_begin = ow_begin * g.stride_w - g.pad_left;
   const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
   const float* scale = input_scale(args, n);
-  const bool indirect = !x_nhwc && y_nhwc && !scale && g.rank == 4 && c <= kIndirectMaxChannels;
-  int64_t window_cols = 0;
+  const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
+  const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
+  // int32 offsets reach every float of the window.
+  const bool indirect = !x_nhwc && y_nhwc && !scale && g.rank == 4 && c <= kIndirectMaxChannels &&
+                        c * window_rows * window_cols <= std::numeric_limits<int32_t>::max();
   if (indirect) {
     // The chunk's input planes, then per output row one GEMM whose rows
     // (output pixels) are stride_w apart in the window and whose k steps
-    // (taps, in W''s [kH, kW, C] order) are at fixed offsets from them.
-    const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
-    window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
+    // (taps, in the packed weights' [kH, kW, C] order) are at fixed
+    // offsets from them.
     float* window = grown(scratch.input, c * window_rows * window_cols);
     copy_input_planes(image, g, ih_begin, window_rows, iw_begin, window_cols, window);
     if (static_cast<int64_t>(scratch.offsets.size()) < k)
@@ -284,8 +287,6 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
     gather_nhwc_patches(image, g, ih_begin, rows, iw_begin, cols, patches);
     a = patches;
   } else {
-    const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
-    const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
     float* window = grown(scratch.input, window_rows * window_cols * c + kRunSlackFloats);
     gather_input_window(image, g, ih_begin, window_rows, iw_begin, window_cols, window);
     if (scale)  // 1×1 stride 1 (applies_with): the window is A

@@ -47,6 +47,10 @@ using namespace tessera::kernels::cpu;
 struct Shape {
   const char* label;
   int64_t m, n, k;
+  // > 1: that many different B matrices, used in turn, so that B comes from
+  // memory as a model's weights do (each read once per inference), not
+  // from the cache the previous iteration left it in.
+  int copies = 1;
 };
 
 // 2048³; the tiler's tile shapes; ResNet-50 convolutions as im2col GEMMs
@@ -66,6 +70,11 @@ constexpr Shape kShapes[] = {
     {"bert_128x384x768", 128, 384, 768},
     {"bert_128x1536x768", 128, 1536, 768},
     {"bert_128x384x3072", 128, 384, 3072},
+    // BERT-base's whole linear layers at 1 thread with weights from memory
+    // (377, 377 and 283 MB of B in turn).
+    {"bert_cold_128x3072x768", 128, 3072, 768, 40},
+    {"bert_cold_128x768x3072", 128, 768, 3072, 40},
+    {"bert_cold_128x768x768", 128, 768, 768, 120},
 };
 
 std::vector<float> random_matrix(int64_t size, uint32_t seed) {
@@ -81,12 +90,24 @@ void set_flops(benchmark::State& state, const Shape& s) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The shape's B matrices (s.copies of them), each K × N row-major.
+std::vector<std::vector<float>> b_matrices(const Shape& s) {
+  std::vector<std::vector<float>> b;
+  for (int i = 0; i < s.copies; ++i)
+    b.push_back(random_matrix(s.k * s.n, 2 + static_cast<uint32_t>(i)));
+  return b;
+}
+
 void bm_tessera(benchmark::State& state, Shape s, const GemmMicrokernel* kernel) {
-  const std::vector<float> a = random_matrix(s.m * s.k, 1), b = random_matrix(s.k * s.n, 2);
+  const std::vector<float> a = random_matrix(s.m * s.k, 1);
   std::vector<float> c(static_cast<size_t>(s.m * s.n));
-  const PackedMatrix packed = pack_b(b.data(), s.k, s.n, s.n, false, *kernel);
+  std::vector<PackedMatrix> packed;
+  for (const std::vector<float>& b : b_matrices(s))
+    packed.push_back(pack_b(b.data(), s.k, s.n, s.n, false, *kernel));
+  size_t next = 0;
   for (auto _ : state) {
-    gemm_tile(a.data(), s.k, packed, c.data(), s.n, {.m0 = 0, .m1 = s.m, .n0 = 0, .n1 = s.n});
+    gemm_tile(a.data(), s.k, packed[next], c.data(), s.n, {.m0 = 0, .m1 = s.m, .n0 = 0, .n1 = s.n});
+    next = (next + 1) % packed.size();
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
@@ -95,12 +116,15 @@ void bm_tessera(benchmark::State& state, Shape s, const GemmMicrokernel* kernel)
 
 #if TESSERA_BENCH_HAVE_DNNL
 void bm_onednn(benchmark::State& state, Shape s) {
-  const std::vector<float> a = random_matrix(s.m * s.k, 1), b = random_matrix(s.k * s.n, 2);
+  const std::vector<float> a = random_matrix(s.m * s.k, 1);
+  const std::vector<std::vector<float>> b = b_matrices(s);
   std::vector<float> c(static_cast<size_t>(s.m * s.n));
+  size_t next = 0;
   for (auto _ : state) {
-    if (dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.n, 0.0f, c.data(),
-                   s.n) != dnnl_success)
+    if (dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, a.data(), s.k, b[next].data(), s.n, 0.0f,
+                   c.data(), s.n) != dnnl_success)
       state.SkipWithError("dnnl_sgemm failed");
+    next = (next + 1) % b.size();
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }

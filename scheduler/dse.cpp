@@ -35,6 +35,10 @@ void Dse::spill_older_half() {
   }
 }
 
+inline void Dse::batch_whole_cache() {
+  while (cache_size_ > 0) batch_.push_back(cache_pop());
+}
+
 inline void Dse::cache_or_batch(ReadyEntry entry, bool share) {
   if (share || options_.cache_capacity == 0) {
     batch_.push_back(entry);
@@ -81,7 +85,7 @@ void Dse::switch_request(Request* request) {
 
 void Dse::spill() {
   leave_exclusive();
-  while (cache_size_ > 0) batch_.push_back(cache_pop());
+  batch_whole_cache();
   if (!batch_.empty()) push_batch();
   flush_completed();
 }
@@ -167,16 +171,14 @@ void Dse::run_path_impl(Request* request, int32_t node) {
     // Siblings cached while no worker was idle stay invisible to one that
     // went idle since, for as long as this node runs: hand them over first.
     if (cache_size_ > 0 && idle_workers && idle_workers->load(std::memory_order_relaxed) > 0) {
-      while (cache_size_ > 0) batch_.push_back(cache_pop());
+      batch_whole_cache();
       push_batch();
     }
     request->execute_node(node);  // line 11
     if (ran_on) ran_on[node] = row_;
     // relaxed: a hint; a stale value only delays sharing by one node.
     const bool share = idle_workers && idle_workers->load(std::memory_order_relaxed) > 0;
-    if (share) {
-      while (cache_size_ > 0) batch_.push_back(cache_pop());
-    }
+    if (share) batch_whole_cache();
     int32_t next = -1;  // line 13: N <- NULL
     const int32_t edge_end = graph.child_offsets[node + 1];
     for (int32_t edge = graph.child_offsets[node]; edge < edge_end; ++edge) {  // line 14

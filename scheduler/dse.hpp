@@ -125,6 +125,8 @@ class Dse {
   void cache_or_batch(ReadyEntry entry, bool share);
   void leave_exclusive();
   [[gnu::noinline]] void spill_older_half();
+  // Moves every cached entry, oldest first, to the batch for the pool.
+  void batch_whole_cache();
   void push_batch();
   void send_to_row(int32_t row, ReadyEntry entry);
   void switch_request(Request* request);

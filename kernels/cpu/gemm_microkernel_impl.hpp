@@ -43,36 +43,179 @@ __attribute__((always_inline)) inline Batch apply_microtile_epilogue(
 // near enough that the lines are still in L1 when used.
 constexpr int kPrefetchBSteps = 8;
 
+// The accumulators live in registers for a whole call only if nothing takes
+// their address: GCC's scalar replacement gives up on an array that a
+// lambda captures by reference ("needs to live in memory"), and then every
+// call zeroes, spills and reloads all MR·NV vectors through the stack (in
+// this file before: 168 stack moves of zmm registers in the 6x64 kernel,
+// ~200 cycles of a 6x64x16 call's ~370). So the k loop and the stores are
+// always-inline functions taking the array by reference.
+template <class Batch, int MR, int NV>
+struct GemmAccumulators {
+  Batch v[MR][NV];
+};
+
+// One k step: NV vectors of B, MR broadcasts of A, MR·NV FMAs; the B panel
+// kPrefetchBSteps ahead into L1 and, while k < dense_lines, the next block's
+// lines (prefetch_next) into L2.
+template <class Batch, int MR, int NR, class AOfRow>
+__attribute__((always_inline)) inline void gemm_k_step(Batch (&acc)[MR][NR / Batch::size],
+                                                       const float* bk, int64_t k, int64_t kc,
+                                                       const float* next, int64_t dense_lines,
+                                                       AOfRow a_of_row) {
+  constexpr int W = static_cast<int>(Batch::size);
+  constexpr int NV = NR / W;
+  constexpr int kBLines = (NR * 4 + 63) / 64;
+#pragma GCC unroll 8
+  for (int l = 0; l < kBLines; ++l) __builtin_prefetch(bk + kPrefetchBSteps * NR + l * 16);
+  if (k < dense_lines) __builtin_prefetch(next + k * 16, 0, 2);
+  if (k + kc < dense_lines) __builtin_prefetch(next + (k + kc) * 16, 0, 2);
+  Batch bv[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) bv[v] = Batch::load_aligned(bk + v * W);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    const Batch ai(a_of_row(i));
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[i][v] = fused_madd(ai, bv[v], acc[i][v]);
+  }
+}
+
+// The k loop, unrolled by 4 (the loop counter and pointer updates are
+// amortised over 4·MR·NV FMAs). a_at(k, i) is A[i, k].
+// A share of at most kc lines of the next block is spread evenly over the
+// loop, one line every kc / share steps: issued back to back in the first
+// steps, the fetches from memory held the line fill buffers that the B
+// panel's own loads from L2 need (BERT's FFN GEMMs with weights from memory,
+// 128×768×3072: 149-150 → 157-158 GFLOP/s; BERT-base at 1 thread 3% faster
+// in six interleaved rounds). A larger share (few row blocks per B block:
+// Winograd's 16-block GEMMs) takes one or two lines per step.
+template <class Batch, int MR, int NR, class AAt>
+__attribute__((always_inline)) inline void gemm_k_loop(Batch (&acc)[MR][NR / Batch::size],
+                                                       const GemmMicrokernelArgs& args, AAt a_at) {
+  const float* b = args.b;
+  const int64_t kc = args.kc;
+  const float* next = args.prefetch_next;
+  const int64_t next_lines = next ? args.prefetch_lines : 0;
+  const bool spread = next_lines > 0 && next_lines <= kc;
+  const int64_t dense_lines = spread ? 0 : next_lines;
+  int64_t k = 0;
+  if (spread) {
+    const int64_t every = kc / next_lines;
+    for (int64_t l = 0; l < next_lines; ++l) {
+      __builtin_prefetch(next + l * 16, 0, 2);
+#pragma GCC unroll 4
+      for (const int64_t end = k + every; k < end; ++k)
+        gemm_k_step<Batch, MR, NR>(acc, b + k * NR, k, kc, next, dense_lines,
+                                   [&](int i) { return a_at(k, i); });
+    }
+  }
+#pragma GCC unroll 4
+  for (; k < kc; ++k)
+    gemm_k_step<Batch, MR, NR>(acc, b + k * NR, k, kc, next, dense_lines,
+                               [&](int i) { return a_at(k, i); });
+}
+
+// Only rows [0, m_valid) and columns [n_begin, n_valid) are read back and
+// written: an edge block goes straight to C, its partial vectors through
+// masked loads and stores. ep null: no epilogue.
 template <class Arch, int MR, int NR>
-inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
+__attribute__((always_inline)) inline void gemm_store_block(
+    const xsimd::batch<float, Arch> (&acc)[MR][NR / xsimd::batch<float, Arch>::size],
+    const GemmMicrokernelArgs& args, const GemmMicrotileEpilogue* ep) {
   using Batch = xsimd::batch<float, Arch>;
   constexpr int W = static_cast<int>(Batch::size);
   constexpr int NV = NR / W;
-  static_assert(NR % W == 0, "NR must be a multiple of the vector width");
-  // One prefetch per 64-byte line of a k step of B.
-  constexpr int kBLines = (NR * 4 + 63) / 64;
-
-  Batch acc[MR][NV];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[i][v] = Batch(0.0f);
-
-  // C is touched only after the k loop: fetch every line of its rows now
-  // (rows are far apart and often in no cache after the previous slice; an
-  // unaligned row of NR floats spans up to NR/16 + 1 lines).
   float* c = args.c;
   const int64_t ldc = args.ldc;
+  const int64_t m_valid = args.m_valid, n_begin = args.n_begin, n_valid = args.n_valid;
+  const bool load_c = args.load_c;
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    if (i >= m_valid) break;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      if (v * W >= n_valid) break;
+      if ((v + 1) * W <= n_begin) continue;
+      float* cv = c + i * ldc + v * W;
+      Batch x = acc[i][v];
+      if (v * W >= n_begin && (v + 1) * W <= n_valid) {
+        const auto load = [](const float* p) { return Batch::load_unaligned(p); };
+        if (load_c) x += load(cv);
+        if (ep) x = apply_microtile_epilogue(x, *ep, i, v * W, load);
+        x.store_unaligned(cv);
+      } else {
+        const int lo = static_cast<int>(std::max<int64_t>(0, n_begin - v * W));
+        const int hi = static_cast<int>(std::min<int64_t>(W, n_valid - v * W));
+        const auto load = [lo, hi](const float* p) { return load_lanes<Arch>(p, lo, hi); };
+        if (load_c) x += load(cv);
+        if (ep) x = apply_microtile_epilogue(x, *ep, i, v * W, load);
+        store_lanes<Arch>(cv, x, lo, hi);
+      }
+    }
+  }
+}
+
+// The stores with the common epilogues' fields made compile-time constants:
+// the epilogue's branches then fold away in each of the MR·NV unrolled
+// copies instead of being re-dispatched per vector (the C stores may alias
+// *args.epilogue, so the compiler reloads its fields after every store).
+// With a short k loop (1×1 convs over few channels) that dispatch cost as
+// much as the FMAs. Rare forms keep the generic path.
+template <class Arch, int MR, int NR>
+__attribute__((always_inline)) inline void gemm_store_with_epilogue(
+    const xsimd::batch<float, Arch> (&acc)[MR][NR / xsimd::batch<float, Arch>::size],
+    const GemmMicrokernelArgs& args) {
+  if (!args.epilogue) return gemm_store_block<Arch, MR, NR>(acc, args, nullptr);
+  GemmMicrotileEpilogue ep = *args.epilogue;
+  const auto with_constant_activation = [&]() __attribute__((always_inline)) {
+    switch (ep.activation) {
+      case GemmActivation::kNone:
+        ep.activation = GemmActivation::kNone;
+        gemm_store_block<Arch, MR, NR>(acc, args, &ep);
+        return true;
+      case GemmActivation::kRelu:
+        ep.activation = GemmActivation::kRelu;
+        gemm_store_block<Arch, MR, NR>(acc, args, &ep);
+        return true;
+      case GemmActivation::kClip:
+        ep.activation = GemmActivation::kClip;
+        gemm_store_block<Arch, MR, NR>(acc, args, &ep);
+        return true;
+      default:
+        return false;
+    }
+  };
+  if (ep.bias_kind == GemmBias::kPerColumn && ep.residual == nullptr) {
+    ep.bias_kind = GemmBias::kPerColumn;
+    ep.residual = nullptr;
+    if (with_constant_activation()) return;
+  }
+  // ResNet's residual blocks: bias, the residual, then ReLU (or none, Clip).
+  if (ep.bias_kind == GemmBias::kPerColumn && ep.residual != nullptr &&
+      ep.residual_position == GemmResidual::kBeforeActivation) {
+    ep.bias_kind = GemmBias::kPerColumn;
+    ep.residual_position = GemmResidual::kBeforeActivation;
+    if (with_constant_activation()) return;
+  }
+  gemm_store_block<Arch, MR, NR>(acc, args, &ep);
+}
+
+// C and a fused residual are touched only after the k loop: fetch every
+// line of their rows now (rows are far apart and often in no cache after
+// the previous slice; an unaligned row of NR floats spans up to NR/16 + 1
+// lines). With a short k loop the residual's lines are a large part of a
+// block's time (bench_conv's 1×1 conv, K = 64: 0.53 ms with a residual,
+// 0.37 without); this prefetch and the constant epilogue took the residual
+// case from 0.64 to 0.56.
+template <int MR, int NR>
+__attribute__((always_inline)) inline void gemm_prefetch_c(const GemmMicrokernelArgs& args) {
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 8
-    for (int l = 0; l < NR; l += 16) __builtin_prefetch(c + i * ldc + l, 1);
-    __builtin_prefetch(c + i * ldc + NR - 1, 1);
+    for (int l = 0; l < NR; l += 16) __builtin_prefetch(args.c + i * args.ldc + l, 1);
+    __builtin_prefetch(args.c + i * args.ldc + NR - 1, 1);
   }
-  // The same for a fused residual, read beside C in the epilogue. With a
-  // short k loop its lines are a large part of a block's time (bench_conv's
-  // 1×1 conv, K = 64: 0.53 ms with a residual, 0.37 without); this prefetch
-  // and the constant epilogue below took the residual case from 0.64 to 0.56.
   if (args.epilogue && args.epilogue->residual) {
     const float* r = args.epilogue->residual;
     const int64_t ldr = args.epilogue->ld_residual;
@@ -83,53 +226,28 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
       __builtin_prefetch(r + i * ldr + NR - 1);
     }
   }
+}
 
-  const float* b = args.b;
-  const int64_t kc = args.kc;
-  // One k step: NV vectors of B, MR broadcasts of A, MR·NV FMAs.
-  // The next block of B's lines, into L2 (prefetch_next).
-  const float* next = args.prefetch_next;
-  const int64_t next_lines = next ? args.prefetch_lines : 0;
-  // A share of at most kc lines is spread evenly over the k loop, one line
-  // every kc / share steps: issued back to back in the first steps, the
-  // fetches from memory held the line fill buffers that the B panel's own
-  // loads from L2 need (BERT's FFN GEMMs with weights from memory,
-  // 128×768×3072: 149-150 → 157-158 GFLOP/s; BERT-base at 1 thread 3%
-  // faster in six interleaved rounds). A larger share (few row blocks per
-  // B block: Winograd's 16-block GEMMs) takes one or two lines per step.
-  const bool spread = next_lines > 0 && next_lines <= kc;
-  const int64_t dense_lines = spread ? 0 : next_lines;
-  auto step = [&](int64_t k, const float* bk, auto a_of_row) {
-#pragma GCC unroll 8
-    for (int l = 0; l < kBLines; ++l) __builtin_prefetch(bk + kPrefetchBSteps * NR + l * 16);
-    if (k < dense_lines) __builtin_prefetch(next + k * 16, 0, 2);
-    if (k + kc < dense_lines) __builtin_prefetch(next + (k + kc) * 16, 0, 2);
-    Batch bv[NV];
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = Batch::load_aligned(bk + v * W);
+// One call for one way of reading A: a_at(k, i) is A[i, k].
+template <class Arch, int MR, int NR, class AAt>
+__attribute__((always_inline)) inline void gemm_microkernel_body(const GemmMicrokernelArgs& args,
+                                                                 AAt a_at) {
+  using Batch = xsimd::batch<float, Arch>;
+  constexpr int NV = NR / static_cast<int>(Batch::size);
+  Batch acc[MR][NV];
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const Batch ai(a_of_row(i));
+  for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[i][v] = fused_madd(ai, bv[v], acc[i][v]);
-    }
-  };
-  // Unrolled by 4: the loop counter and pointer updates are amortised over
-  // 4·MR·NV FMAs.
-  auto k_loop = [&](auto a_at) __attribute__((always_inline)) {
-    int64_t k = 0;
-    if (spread) {
-      const int64_t every = kc / next_lines;
-      for (int64_t l = 0; l < next_lines; ++l) {
-        __builtin_prefetch(next + l * 16, 0, 2);
-#pragma GCC unroll 4
-        for (const int64_t end = k + every; k < end; ++k)
-          step(k, b + k * NR, [&](int i) { return a_at(k, i); });
-      }
-    }
-#pragma GCC unroll 4
-    for (; k < kc; ++k) step(k, b + k * NR, [&](int i) { return a_at(k, i); });
-  };
+    for (int v = 0; v < NV; ++v) acc[i][v] = Batch(0.0f);
+  gemm_k_loop<Batch, MR, NR>(acc, args, a_at);
+  gemm_store_with_epilogue<Arch, MR, NR>(acc, args);
+}
+
+template <class Arch, int MR, int NR>
+inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
+  static_assert(NR % xsimd::batch<float, Arch>::size == 0,
+                "NR must be a multiple of the vector width");
+  gemm_prefetch_c<MR, NR>(args);
   if (args.a_k_stride == 1 || args.a_offsets) {
     // A in place: one pointer per row, rows past m_valid clamped to the last
     // valid one (their results are discarded by the caller).
@@ -139,91 +257,17 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
       rows[i] = args.a + (i < args.m_valid ? i : args.m_valid - 1) * args.a_row_stride;
     if (const int32_t* offsets = args.a_offsets) {
       // Implicit GEMM: one offset per k step, shared by the MR rows.
-      k_loop([&](int64_t k, int i) { return rows[i][offsets[k]]; });
+      gemm_microkernel_body<Arch, MR, NR>(args,
+                                          [&](int64_t k, int i) { return rows[i][offsets[k]]; });
     } else {
-      k_loop([&](int64_t k, int i) { return rows[i][k]; });
+      gemm_microkernel_body<Arch, MR, NR>(args, [&](int64_t k, int i) { return rows[i][k]; });
     }
   } else {
     // A packed as kc groups of MR consecutive scalars: one pointer, the
     // broadcasts at constant offsets from it.
     const float* a = args.a;
-    k_loop([&](int64_t k, int i) { return a[k * MR + i]; });
+    gemm_microkernel_body<Arch, MR, NR>(args, [&](int64_t k, int i) { return a[k * MR + i]; });
   }
-
-  // Only rows [0, m_valid) and columns [n_begin, n_valid) are read back and
-  // written: an edge block goes straight to C, its partial vectors through
-  // masked loads and stores.
-  const int64_t m_valid = args.m_valid, n_begin = args.n_begin, n_valid = args.n_valid;
-  const bool load_c = args.load_c;
-  auto store_block = [&](const GemmMicrotileEpilogue* ep) __attribute__((always_inline)) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      if (i >= m_valid) break;
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) {
-        if (v * W >= n_valid) break;
-        if ((v + 1) * W <= n_begin) continue;
-        float* cv = c + i * ldc + v * W;
-        Batch x = acc[i][v];
-        if (v * W >= n_begin && (v + 1) * W <= n_valid) {
-          const auto load = [](const float* p) { return Batch::load_unaligned(p); };
-          if (load_c) x += load(cv);
-          if (ep) x = apply_microtile_epilogue(x, *ep, i, v * W, load);
-          x.store_unaligned(cv);
-        } else {
-          const int lo = static_cast<int>(std::max<int64_t>(0, n_begin - v * W));
-          const int hi = static_cast<int>(std::min<int64_t>(W, n_valid - v * W));
-          const auto load = [lo, hi](const float* p) { return load_lanes<Arch>(p, lo, hi); };
-          if (load_c) x += load(cv);
-          if (ep) x = apply_microtile_epilogue(x, *ep, i, v * W, load);
-          store_lanes<Arch>(cv, x, lo, hi);
-        }
-      }
-    }
-  };
-  if (!args.epilogue) {
-    store_block(nullptr);
-    return;
-  }
-  // A local copy with the common forms' fields made compile-time constants:
-  // the epilogue's branches then fold away in each of the MR·NV unrolled
-  // copies instead of being re-dispatched per vector (the C stores may alias
-  // *args.epilogue, so the compiler reloads its fields after every store).
-  // With a short k loop (1×1 convs over few channels) that dispatch cost as
-  // much as the FMAs. Rare forms keep the generic path.
-  GemmMicrotileEpilogue ep = *args.epilogue;
-  // Stores with ep.activation a constant, for the common activations.
-  auto store_with_constant_activation = [&]() __attribute__((always_inline)) {
-    switch (ep.activation) {
-      case GemmActivation::kNone:
-        ep.activation = GemmActivation::kNone;
-        store_block(&ep);
-        return true;
-      case GemmActivation::kRelu:
-        ep.activation = GemmActivation::kRelu;
-        store_block(&ep);
-        return true;
-      case GemmActivation::kClip:
-        ep.activation = GemmActivation::kClip;
-        store_block(&ep);
-        return true;
-      default:
-        return false;
-    }
-  };
-  if (ep.bias_kind == GemmBias::kPerColumn && ep.residual == nullptr) {
-    ep.bias_kind = GemmBias::kPerColumn;
-    ep.residual = nullptr;
-    if (store_with_constant_activation()) return;
-  }
-  // ResNet's residual blocks: bias, the residual, then ReLU (or none, Clip).
-  if (ep.bias_kind == GemmBias::kPerColumn && ep.residual != nullptr &&
-      ep.residual_position == GemmResidual::kBeforeActivation) {
-    ep.bias_kind = GemmBias::kPerColumn;
-    ep.residual_position = GemmResidual::kBeforeActivation;
-    if (store_with_constant_activation()) return;
-  }
-  store_block(&ep);
 }
 
 // Packs rows [0, rows) of A (row i at a + i·lda, kc floats each) into the

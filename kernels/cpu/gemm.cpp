@@ -287,7 +287,13 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
   const int64_t kc_limit = blocking.kc + blocking.kc / 4;
   const int64_t k_blocks = std::max<int64_t>(1, (k + kc_limit - 1) / kc_limit);
   const int64_t kc_max = std::max<int64_t>(1, (k + k_blocks - 1) / k_blocks);
-  const int64_t panels_per_block = std::max<int64_t>(1, blocking.nc / nr);
+  // A block of panels holds nc columns of a kc-deep slice (a quarter of
+  // L2): a shallower slice takes proportionally more columns, so a short-K
+  // GEMM sweeps whole rows of C (and of a fused residual) instead of strips
+  // of nc columns, rows ldc apart. NHWC 1×1 convs over few channels (ResNet-50's
+  // 784×128×512 with a residual, C and residual from memory): 792 → 628 µs.
+  const int64_t panels_per_block =
+      std::max<int64_t>(1, blocking.nc * std::max(blocking.kc, kc_max) / kc_max / nr);
   const int64_t rows_per_block = std::max<int64_t>(1, blocking.mc / mr) * mr;
   const bool pack_a = !a_offsets && tile.n1 - tile.n0 >= blocking.pack_a_min_columns;
   float* a_block =

@@ -90,7 +90,8 @@ const GemmMicrokernel& gemm_microkernel_for_shape(int64_t m, int64_t n);
 // Cache blocking inside gemm_tile(), BLIS's loops (Van Zee & van de Geijn
 // 2015) with A and B swapped for row-major C: for each `kc` slice of K, an
 // `mc`-row block of A (packed, if at all, once per slice), then `nc`-column
-// blocks of B panels (KC·NC floats held in L2), then MR-row micro-panels of
+// blocks of B panels (KC·NC floats held in L2; a slice shallower than kc
+// takes nc·kc/slice columns, the same bytes), then MR-row micro-panels of
 // A (held in L1) across those panels. Copying A into packed micro-panels
 // removes MR row pointers and L1 set conflicts but costs a transposing copy
 // of the tile's A once per slice, a stream from memory that nothing

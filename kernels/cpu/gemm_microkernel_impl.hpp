@@ -46,15 +46,10 @@ constexpr int kPrefetchBSteps = 8;
 // The accumulators live in registers for a whole call only if nothing takes
 // their address: GCC's scalar replacement gives up on an array that a
 // lambda captures by reference ("needs to live in memory"), and then every
-// call zeroes, spills and reloads all MR·NV vectors through the stack (in
-// this file before: 168 stack moves of zmm registers in the 6x64 kernel,
-// ~200 cycles of a 6x64x16 call's ~370). So the k loop and the stores are
-// always-inline functions taking the array by reference.
-template <class Batch, int MR, int NV>
-struct GemmAccumulators {
-  Batch v[MR][NV];
-};
-
+// call zeroed, spilled and reloaded all MR·NV vectors through the stack (168
+// stack moves of zmm registers in the 6x64 kernel). So the k loop and the
+// stores are always-inline functions taking the array by reference: a 6x64
+// call with K = 16, bias and Clip, in cache, 379 → 344-352 cycles.
 // One k step: NV vectors of B, MR broadcasts of A, MR·NV FMAs; the B panel
 // kPrefetchBSteps ahead into L1 and, while k < dense_lines, the next block's
 // lines (prefetch_next) into L2.

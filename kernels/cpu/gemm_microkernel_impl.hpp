@@ -235,26 +235,19 @@ __attribute__((always_inline)) inline void gemm_prefetch_c(const GemmMicrokernel
   }
 }
 
-// One call for one way of reading A: a_at(k, i) is A[i, k].
-template <class Arch, int MR, int NR, class AAt>
-__attribute__((always_inline)) inline void gemm_microkernel_body(const GemmMicrokernelArgs& args,
-                                                                 AAt a_at) {
+template <class Arch, int MR, int NR>
+inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
   using Batch = xsimd::batch<float, Arch>;
+  static_assert(NR % Batch::size == 0, "NR must be a multiple of the vector width");
   constexpr int NV = NR / static_cast<int>(Batch::size);
+  gemm_prefetch_c<MR, NR>(args);
   Batch acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[i][v] = Batch(0.0f);
-  gemm_k_loop<Batch, MR, NR>(acc, args, a_at);
-  gemm_store_with_epilogue<Arch, MR, NR>(acc, args);
-}
-
-template <class Arch, int MR, int NR>
-inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
-  static_assert(NR % xsimd::batch<float, Arch>::size == 0,
-                "NR must be a multiple of the vector width");
-  gemm_prefetch_c<MR, NR>(args);
+  // One k loop per way of reading A (a_at(k, i) is A[i, k]), all meeting
+  // at one copy of the stores: their epilogue forms are most of the code.
   if (args.a_k_stride == 1 || args.a_offsets) {
     // A in place: one pointer per row, rows past m_valid clamped to the last
     // valid one (their results are discarded by the caller).
@@ -264,17 +257,17 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
       rows[i] = args.a + (i < args.m_valid ? i : args.m_valid - 1) * args.a_row_stride;
     if (const int32_t* offsets = args.a_offsets) {
       // Implicit GEMM: one offset per k step, shared by the MR rows.
-      gemm_microkernel_body<Arch, MR, NR>(args,
-                                          [&](int64_t k, int i) { return rows[i][offsets[k]]; });
+      gemm_k_loop<Batch, MR, NR>(acc, args, [&](int64_t k, int i) { return rows[i][offsets[k]]; });
     } else {
-      gemm_microkernel_body<Arch, MR, NR>(args, [&](int64_t k, int i) { return rows[i][k]; });
+      gemm_k_loop<Batch, MR, NR>(acc, args, [&](int64_t k, int i) { return rows[i][k]; });
     }
   } else {
     // A packed as kc groups of MR consecutive scalars: one pointer, the
     // broadcasts at constant offsets from it.
     const float* a = args.a;
-    gemm_microkernel_body<Arch, MR, NR>(args, [&](int64_t k, int i) { return a[k * MR + i]; });
+    gemm_k_loop<Batch, MR, NR>(acc, args, [&](int64_t k, int i) { return a[k * MR + i]; });
   }
+  gemm_store_with_epilogue<Arch, MR, NR>(acc, args);
 }
 
 // Packs rows [0, rows) of A (row i at a + i·lda, kc floats each) into the

@@ -49,7 +49,7 @@ constexpr int kPrefetchBSteps = 8;
 // call zeroed, spilled and reloaded all MR·NV vectors through the stack (168
 // stack moves of zmm registers in the 6x64 kernel). So the k loop and the
 // stores are always-inline functions taking the array by reference: a 6x64
-// call with K = 16, bias and Clip, in cache, 379 → 344-352 cycles.
+// call with K = 16, bias and Clip, in cache, 371-423 → 343-360 cycles.
 
 // One k step: NV vectors of B, MR broadcasts of A, MR·NV FMAs; the B panel
 // kPrefetchBSteps ahead into L1 and, while k < dense_lines, the next block's

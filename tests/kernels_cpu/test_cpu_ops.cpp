@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "graph/dependency.hpp"
 #include "graph/operator.hpp"
 #include "graph/region.hpp"
 #include "kernels/cpu/conv_winograd.hpp"
@@ -1414,6 +1415,83 @@ TEST_CASE("cpu.conv_winograd matches the reference conv") {
     check_winograd_case(*c, seed++);
     ++i;
   }
+}
+
+TEST_CASE("cpu.conv_winograd reads only the input its tile depends on") {
+  // A tile of 1-3 rows or columns is covered by whole 4x4 blocks that
+  // overhang it; the input past the tile's dependencies (tile_dependencies())
+  // may be being written by another tile, or hold an earlier tensor's bytes
+  // in the arena. NaN there must not reach the tile's pixels.
+  ConvSpec spec{.channels = 33, .out_channels = 40, .in_h = 14, .in_w = 13, .k_h = 3, .k_w = 3};
+  spec.pad_top = spec.pad_left = spec.pad_bottom = spec.pad_right = 1;
+  std::optional<OpCase> c = conv_case(spec, "14x13");
+  REQUIRE(c.has_value());
+  std::mt19937_64 rng(base_seed() + 4099);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<std::vector<float>> data(c->inputs.size());
+  for (size_t i = 0; i < data.size(); ++i) {
+    data[i].resize(static_cast<size_t>(graph::shape_numel(c->inputs[i])));
+    for (float& x : data[i]) x = dist(rng);
+  }
+  std::vector<ConstTensorView> views;
+  for (size_t i = 0; i < data.size(); ++i) views.push_back({data[i].data(), &c->inputs[i]});
+  const int64_t numel = graph::shape_numel(c->output);
+  std::vector<float> expected(static_cast<size_t>(numel));
+  const graph::Region whole = graph::Region::whole(c->output);
+  kernels::find_tile_kernel_variant(OpType::Conv, "reference")
+      ->run({.op = &c->op,
+             .inputs = views.data(),
+             .input_count = views.size(),
+             .output = {expected.data(), &c->output},
+             .region = &whole});
+  const TileKernelVariant* winograd =
+      kernels::find_tile_kernel_variant(OpType::Conv, "cpu.conv_winograd");
+  REQUIRE(winograd != nullptr);
+  const double tol = 4.0 * kWinogradToleranceScale * std::numeric_limits<float>::epsilon() *
+                     (static_cast<double>(c->depth) * max_abs(data[0]) * max_abs(data[1]) + 1.0 +
+                      max_abs(data[2]));
+  IsaGuard guard;
+  for (cpu::GemmIsa isa : supported_isas())
+    for (graph::Layout layout : {graph::Layout::NCHW, graph::Layout::NHWC})
+      for (const auto& [rows, cols] :
+           {std::pair<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>>{{0, 1}, {0, 13}},
+            {{3, 5}, {0, 13}},
+            {{5, 8}, {2, 5}},
+            {{13, 14}, {11, 13}}}) {
+        INFO("ISA ", cpu::gemm_isa_name(isa), ", ", graph::layout_name(layout), ", rows ",
+             rows.first, ":", rows.second, ", columns ", cols.first, ":", cols.second);
+        cpu::set_gemm_isa(isa);
+        graph::Region tile = whole;
+        tile.begin[2] = rows.first, tile.end[2] = rows.second;
+        tile.begin[3] = cols.first, tile.end[3] = cols.second;
+        graph::Region needed;
+        for (const graph::InputDependency& dep :
+             graph::tile_dependencies(c->op, c->inputs, c->output, tile))
+          if (dep.operand == 0) needed = dep.region;
+        REQUIRE(needed.begin.size() == 4);
+        std::vector<float> poisoned = data[0];
+        for (int64_t i = 0; i < static_cast<int64_t>(poisoned.size()); ++i)
+          if (!inside(needed, c->inputs[0], i))
+            poisoned[static_cast<size_t>(i)] = std::numeric_limits<float>::quiet_NaN();
+        std::vector<float> x = test::to_layout(poisoned, c->inputs[0], layout);
+        std::vector<ConstTensorView> run_views = views;
+        run_views[0] = {x.data(), &c->inputs[0], layout};
+        const kernels::PreparedOp prepared = winograd->prepare(c->op, views);
+        std::vector<float> out(static_cast<size_t>(numel), 0.0f);
+        winograd->run({.op = &c->op,
+                       .inputs = run_views.data(),
+                       .input_count = run_views.size(),
+                       .output = {out.data(), &c->output, layout},
+                       .region = &tile,
+                       .prepared = prepared.get()});
+        out = test::from_layout(out, c->output, layout);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < numel; ++i)
+          if (inside(tile, c->output, i) &&
+              !(std::fabs(static_cast<double>(out[i]) - expected[i]) <= tol) && bad++ < 3)
+            FAIL_CHECK("y[", i, "] = ", out[i], ", reference ", expected[i]);
+        CHECK(bad == 0);
+      }
 }
 
 TEST_CASE("cpu.conv_winograd says which convs it cannot compute") {

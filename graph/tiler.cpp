@@ -215,6 +215,12 @@ std::vector<std::pair<int64_t, int64_t>> channel_chunks(int64_t channels, int64_
   return chunks;
 }
 
+// How many runs channel_chunks() cuts `channels` into at most.
+int64_t most_channel_runs(int64_t channels) {
+  const int64_t panels = channels / kColumnTileAlign;
+  return panels >= 2 ? panels : std::max<int64_t>(1, channels / 16);
+}
+
 // A MatMul or Gemm whose B is one [K, N] matrix shared by all its rows, and
 // larger than A (N > rows): row tiles would each stream all of B (GPT-2's LM
 // head: 154 MB of B, four row tiles, four passes: 44% of the model's time at
@@ -241,8 +247,9 @@ std::vector<std::pair<int64_t, int64_t>> weight_column_runs(const Operator& op,
 }
 
 // 3×3 stride-1 convs, on maps of at least 14 rows and columns, run
-// cpu.conv_winograd, which covers a tile with 4×4 blocks; its 36 GEMMs have
-// one row per block. The automatic rule keeps those tiles large:
+// cpu.conv_winograd, which covers a tile with 4×4 blocks from the tile's
+// first row; its 36 GEMMs have one row per block. The automatic rule keeps
+// those tiles large and their runs of rows whole rows of blocks:
 //  - maps of 14 to 27 (ResNet-50's 14×14 stage) are cut by output channels
 //    over whole maps (runs of 3–7 rows hold too few blocks to pay for the 36
 //    transformed weight matrices: `bench_conv 3 winograd`, x0.74 against
@@ -252,9 +259,18 @@ std::vector<std::pair<int64_t, int64_t>> weight_column_runs(const Operator& op,
 //    four runs of 7 rows: GEMMs of 14 blocks, computed as 18 rows by the
 //    6-row microkernel, and 8 rows of blocks per 7; ResNet-50's 28×28×128
 //    convs at 2 threads took 0.94-1.02 ms summed over four tiles, 0.77-0.86
-//    over two, tessera run --profile).
+//    over two, tessera run --profile); past one run per block row, output
+//    channel tiles of at least kColumnTileAlign channels share the rest;
+//  - every run of rows is a whole number of block rows (kWinogradBlockRows),
+//    and there are at most as many runs as block rows. A run of one or two
+//    rows computes a whole block row: tiled for 16 threads, ResNet-50's
+//    28×28 convs ran 16 runs of 1–2 rows and took 3.3-3.7× their whole-op
+//    time, its 56×56 ones 32 runs and 1.8-2.3× (tessera run --profile, 1
+//    thread, on both tilings).
 // (Below 32 channels in or out Winograd does not apply either.)
-enum class WinogradTiling { kNone, kWholeMaps, kRunPerThread };
+enum class WinogradTiling { kNone, kWholeMaps, kRunPerThread, kBlockRows };
+
+constexpr int64_t kWinogradBlockRows = 4;  // cpu.conv_winograd's F(4×4, 3×3) block side
 
 WinogradTiling winograd_tiling(const Operator& op, const std::vector<Shape>& in, const Shape& out) {
   const OpAttributes& a = op.attrs;
@@ -266,9 +282,10 @@ WinogradTiling winograd_tiling(const Operator& op, const std::vector<Shape>& in,
       std::ranges::any_of(a.dilations, [](int64_t d) { return d != 1; }))
     return WinogradTiling::kNone;
   const int64_t side = std::min(out[2], out[3]);
-  if (side >= 14 && side < 28) return WinogradTiling::kWholeMaps;
-  if (side >= 28 && side < 56) return WinogradTiling::kRunPerThread;
-  return WinogradTiling::kNone;
+  if (side < 14) return WinogradTiling::kNone;
+  if (side < 28) return WinogradTiling::kWholeMaps;
+  if (side < 56) return WinogradTiling::kRunPerThread;
+  return WinogradTiling::kBlockRows;
 }
 
 }  // namespace
@@ -331,13 +348,31 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
     const int64_t pixels = out[2] * out[3];
     const WinogradTiling winograd =
         options.tiles <= 0 ? winograd_tiling(op, in, out) : WinogradTiling::kNone;
-    if (winograd == WinogradTiling::kRunPerThread) per_image = std::min(per_image, threads);
+    // Tiles that can run at once on this op, and the runs of output channels
+    // channel_chunks() cuts at most (whole GEMM panels).
+    const int64_t busy = std::min(per_image_wanted, threads);
+    const int64_t panels = most_channel_runs(out[1]);
+    int64_t row_unit = 1;  // runs of rows are cut in multiples of this
+    const int64_t block_rows = (out[2] + kWinogradBlockRows - 1) / kWinogradBlockRows;
+    if (winograd != WinogradTiling::kNone) {
+      row_unit = kWinogradBlockRows;
+      per_image = std::min(per_image, block_rows);
+    }
+    if (winograd == WinogradTiling::kRunPerThread) {
+      per_image = std::min(per_image, threads);
+      if (busy > per_image) channel_parts = std::min(busy / per_image, panels);
+    }
     if (per_image > 1 && winograd == WinogradTiling::kWholeMaps) {
       // At most one channel tile per thread: each repeats the input
       // transform and its GEMMs get narrower (ResNet-50's 14×14×256 convs at
-      // 2 threads: 1.46 ms summed over 4 tiles, 1.26 over 2).
-      channel_parts = std::clamp<int64_t>(std::min(per_image_wanted, threads), 1, out[1]);
+      // 2 threads: 1.46 ms summed over 4 tiles, 1.26 over 2). More threads
+      // than panels: runs of two block rows or more as well (ResNet-50's
+      // 14×14×256 convs at 16 threads: four tiles, 0.5-0.95 ms each while
+      // 12 cores idled, on the lent 16-core Xeon).
+      channel_parts = std::clamp<int64_t>(busy, 1, out[1]);
       per_image = 1;
+      if (busy > panels)
+        per_image = std::clamp<int64_t>((busy + panels - 1) / panels, 1, block_rows / 2);
     } else if (op.type == OpType::Conv && options.tiles <= 0 && per_image > 1 &&
                pixels < per_image * kMinConvPixelsPerTile) {
       // Runs of at least min_rows rows: kMinConvPixelsPerTile pixels or more.
@@ -345,15 +380,24 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
       per_image = std::max<int64_t>(1, out[2] / min_rows);
       channel_parts =
           std::clamp<int64_t>((per_image_wanted + per_image - 1) / per_image, 1, out[1]);
+      // More threads than whole panels can keep busy: runs of half as many
+      // pixels, down to one tile per thread (ResNet-50's 7×7×512 3×3 convs
+      // at 16 threads: eight tiles of 64 channels, 0.5-0.65 ms per conv
+      // while half the cores idled, on the lent 16-core Xeon).
+      if (per_image * panels < busy) {
+        const int64_t fewest_rows = (kMinConvPixelsPerTile / 2 + out[3] - 1) / out[3];
+        per_image = std::clamp<int64_t>((busy + panels - 1) / panels, per_image,
+                                        std::max<int64_t>(per_image, out[2] / fewest_rows));
+      }
     }
     std::vector<Region> tiles;
     for (int64_t n = 0; n < images; ++n)
-      for (auto [r0, r1] : even_chunks(out[2], per_image))
+      for (auto [r0, r1] : even_chunks((out[2] + row_unit - 1) / row_unit, per_image))
         for (auto [c0, c1] : channel_chunks(out[1], channel_parts)) {
           Region r = whole;
           r.begin[0] = n, r.end[0] = n + 1;
           r.begin[1] = c0, r.end[1] = c1;
-          r.begin[2] = r0, r.end[2] = r1;
+          r.begin[2] = r0 * row_unit, r.end[2] = std::min(r1 * row_unit, out[2]);
           tiles.push_back(r);
         }
     return tiles;

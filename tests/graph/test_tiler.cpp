@@ -63,9 +63,10 @@ void check_tile_graph(const Graph& g, const std::vector<TileNode>& nodes) {
         if (a < b) CHECK(!regions_overlap(ra, nodes[static_cast<size_t>(b)].region));
       // Column tiles: all channels of a run of rows; only a conv with few
       // pixels per image cuts channels, over all its rows or runs of rows
-      // of at least 32 pixels (tiler.cpp's kMinConvPixelsPerTile).
+      // of at least 32 pixels (tiler.cpp's kMinConvPixelsPerTile), 16 where
+      // there are more threads than whole channel panels.
       if (op.type == OpType::Conv && (ra.begin[1] != 0 || ra.end[1] != out[1]))
-        CHECK((ra.extent(2) == out[2] || ra.extent(2) * out[3] >= 32));
+        CHECK((ra.extent(2) == out[2] || ra.extent(2) * out[3] >= 16));
       if (op.type == OpType::Softmax)
         CHECK(ra.extent(static_cast<size_t>(op.attrs.axis)) ==
               out[static_cast<size_t>(op.attrs.axis)]);
@@ -108,7 +109,7 @@ TEST_CASE("tiler: random graphs give exact, consistent tile graphs") {
     Graph g = seed % 3 == 0 ? random_matrix_graph(rng) : random_cnn(rng);
     TilerOptions options;
     options.tiles = static_cast<int32_t>(std::vector<int64_t>{0, 1, 2, 3, 5, 7}[seed % 6]);
-    options.threads = static_cast<int32_t>(seed % 4 + 1);
+    options.threads = std::vector<int32_t>{1, 2, 3, 16}[seed % 4];
     auto nodes = build_tile_nodes(g, options);
     check_tile_graph(g, nodes);
   }
@@ -288,6 +289,68 @@ TEST_CASE("tiler: 3x3 stride-1 convs on maps of 28 to 55 rows get one run of row
     CHECK(nodes.size() == runs);
     for (const TileNode& n : nodes) CHECK(n.region.end[1] - n.region.begin[1] == channels);
   }
+}
+
+TEST_CASE("tiler: Winograd convs get whole 4-row blocks, and rows past the channel panels") {
+  // cpu.conv_winograd covers a tile with 4x4 blocks from its first row: a run
+  // of 1-2 rows computes a whole block row. {size, channels, threads}, then
+  // the expected row runs and channel runs per image.
+  struct Case {
+    int64_t size, channels;
+    int32_t threads;
+    std::vector<int64_t> rows, channels_at;
+  };
+  for (const Case& c : {
+           // One run per thread, in whole blocks (28 = 12 + 16, not 14 + 14).
+           Case{28, 128, 2, {0, 12, 28}, {0, 128}},
+           // 7 block rows for 16 threads: 7 runs x 2 panels.
+           Case{28, 128, 16, {0, 4, 8, 12, 16, 20, 24, 28}, {0, 64, 128}},
+           // 56 rows: at most one run per block row.
+           Case{56, 64, 16, {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56}, {0, 64}},
+           // 14x14: whole maps by channels while panels go round ...
+           Case{14, 256, 2, {0, 14}, {0, 128, 256}},
+           // ... past them runs of two block rows as well.
+           Case{14, 256, 16, {0, 8, 14}, {0, 64, 128, 192, 256}},
+       }) {
+    CAPTURE(c.size);
+    CAPTURE(c.threads);
+    GraphBuilder b;
+    int32_t x = b.input("x", {1, c.channels, c.size, c.size});
+    int32_t w = b.weight("w", {c.channels, c.channels, 3, 3});
+    b.g.outputs = {b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
+    auto nodes = build_tile_nodes(b.g, TilerOptions{0, c.threads});
+    if (c.size <= 28) check_tile_graph(b.g, nodes);
+    const size_t row_runs = c.rows.size() - 1, channel_runs = c.channels_at.size() - 1;
+    REQUIRE(nodes.size() == row_runs * channel_runs);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      CAPTURE(i);
+      const Region& r = nodes[i].region;
+      CHECK(r.begin[2] == c.rows[i / channel_runs]);
+      CHECK(r.end[2] == c.rows[i / channel_runs + 1]);
+      CHECK(r.begin[1] == c.channels_at[i % channel_runs]);
+      CHECK(r.end[1] == c.channels_at[i % channel_runs + 1]);
+    }
+  }
+}
+
+TEST_CASE("tiler: a small map with more threads than channel panels runs half as many pixels") {
+  // ResNet-50's 7x7x512 3x3 convs: 8 panels of 64 channels for 16 threads;
+  // two runs of rows (21 and 28 pixels) as well. At 2 threads: whole maps.
+  GraphBuilder b;
+  int32_t x = b.input("x", {1, 512, 7, 7});
+  int32_t w = b.weight("w", {512, 512, 3, 3});
+  b.g.outputs = {b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
+  auto many = build_tile_nodes(b.g, TilerOptions{0, 16});
+  check_tile_graph(b.g, many);
+  REQUIRE(many.size() == 16);
+  for (size_t i = 0; i < many.size(); ++i) {
+    CAPTURE(i);
+    CHECK(many[i].region.begin[2] == (i < 8 ? 0 : 3));
+    CHECK(many[i].region.end[2] == (i < 8 ? 3 : 7));
+    CHECK(many[i].region.end[1] - many[i].region.begin[1] == 64);
+  }
+  for (const TileNode& n : build_tile_nodes(b.g, TilerOptions{0, 2}))
+    CHECK(n.region.end[2] - n.region.begin[2] == 7);
 }
 
 TEST_CASE("tiler: a global average pool gets one tile per image") {

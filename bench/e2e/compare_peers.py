@@ -186,12 +186,14 @@ def main():
 
     import onnxruntime
     import torch
-    import tvm
 
+    # TVM is imported only when it is a peer: a machine without it (the lent 16-core one)
+    # still compares the others.
+    tvm_version = __import__("tvm").__version__ if "tvm" in args.peers else None
     os.makedirs(args.models_dir, exist_ok=True)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus; "
           f"ONNX Runtime {onnxruntime.__version__} (ORT_ENABLE_ALL), PyTorch {torch.__version__}, "
-          f"TVM {tvm.__version__} (untuned); batch {args.batch}, seq {args.seq}, "
+          + (f"TVM {tvm_version} (untuned); " if tvm_version else "no TVM; ") + f"batch {args.batch}, seq {args.seq}, "
           f"transformer layers {args.layers}; median of {args.iterations} "
           f"({args.tvm_iterations} for TVM), best of {args.rounds} alternating round(s)")
     others = [p for p in args.peers if p != "tessera"]

@@ -366,13 +366,17 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
       // At most one channel tile per thread: each repeats the input
       // transform and its GEMMs get narrower (ResNet-50's 14×14×256 convs at
       // 2 threads: 1.46 ms summed over 4 tiles, 1.26 over 2). More threads
-      // than panels: runs of two block rows or more as well (ResNet-50's
-      // 14×14×256 convs at 16 threads: four tiles, 0.5-0.95 ms each while
-      // 12 cores idled, on the lent 16-core Xeon).
+      // than panels: runs of block rows as well, down to one block row. Such
+      // tiles cost more per pixel (x0.6-0.8 of cpu.conv_gemm's speed, see
+      // conv_winograd_applies) but idle cores cost more: ResNet-50's
+      // 14×14×256 convs at 16 threads ran four tiles of 0.5-0.95 ms while 12
+      // cores idled; with runs of two block rows the model ran 7.87-8.92 ms,
+      // with runs of one 7.39-8.03 (5 interleaved rounds, the lent 16-core
+      // Xeon).
       channel_parts = std::clamp<int64_t>(busy, 1, out[1]);
       per_image = 1;
       if (busy > panels)
-        per_image = std::clamp<int64_t>((busy + panels - 1) / panels, 1, block_rows / 2);
+        per_image = std::clamp<int64_t>((busy + panels - 1) / panels, 1, block_rows);
     } else if (op.type == OpType::Conv && options.tiles <= 0 && per_image > 1 &&
                pixels < per_image * kMinConvPixelsPerTile) {
       // Runs of at least min_rows rows: kMinConvPixelsPerTile pixels or more.

@@ -309,8 +309,9 @@ TEST_CASE("tiler: Winograd convs get whole 4-row blocks, and rows past the chann
            Case{56, 64, 16, {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56}, {0, 64}},
            // 14x14: whole maps by channels while panels go round ...
            Case{14, 256, 2, {0, 14}, {0, 128, 256}},
-           // ... past them runs of two block rows as well.
-           Case{14, 256, 16, {0, 8, 14}, {0, 64, 128, 192, 256}},
+           // ... past them runs of block rows as well.
+           Case{14, 256, 16, {0, 4, 8, 12, 14}, {0, 64, 128, 192, 256}},
+           Case{14, 256, 8, {0, 8, 14}, {0, 64, 128, 192, 256}},
        }) {
     CAPTURE(c.size);
     CAPTURE(c.threads);

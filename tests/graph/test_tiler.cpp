@@ -425,6 +425,43 @@ TEST_CASE("tiler: a MatMul whose shared B is larger than A is cut by columns of 
     CHECK(node.region.begin[2] == 0);
     CHECK(node.region.end[2] == 128);
   }
+  // Fewer column runs than threads: runs of 32+ rows as well. BERT-base's
+  // 768-wide projections of 128 tokens at 16 threads: 2 x 12 tiles; at 2
+  // threads whole columns; a batch of sequences (rows over two dims) keeps
+  // whole columns too.
+  for (const auto& [batch, threads, row_runs] :
+       {std::tuple<int64_t, int32_t, size_t>{1, 16, 2}, {1, 2, 1}, {2, 16, 1}}) {
+    CAPTURE(batch);
+    CAPTURE(threads);
+    GraphBuilder bert;
+    const int32_t h = bert.input("h", {batch, 128, 768});
+    const int32_t wq = bert.weight("w", {768, 768});
+    bert.g.outputs = {bert.op(OpType::MatMul, {h, wq})};
+    const auto nodes = build_tile_nodes(bert.g, TilerOptions{0, threads});
+    if (threads == 2) check_tile_graph(bert.g, nodes);
+    const size_t columns = threads == 2 ? 4 : 12;
+    REQUIRE(nodes.size() == row_runs * columns);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      CAPTURE(i);
+      const Region& r = nodes[i].region;
+      const int64_t rows = 128 / static_cast<int64_t>(row_runs);
+      CHECK(r.begin[1] == static_cast<int64_t>(i / columns) * rows);
+      CHECK(r.end[1] == static_cast<int64_t>(i / columns + 1) * rows);
+      CHECK(r.end[2] - r.begin[2] == 768 / static_cast<int64_t>(columns));
+      CHECK(r.end[0] - r.begin[0] == batch);
+    }
+  }
+  // The same in small, with every edge checked: [1, 64, 8] x [8, 256] at 16
+  // threads is 2 runs of 32 rows x 4 of 64 columns.
+  GraphBuilder grid;
+  const int32_t g_in = grid.input("x", {1, 64, 8});
+  const int32_t g_w = grid.weight("w", {8, 256});
+  const int32_t g_mm = grid.op(OpType::MatMul, {g_in, g_w});
+  grid.g.outputs = {grid.op(OpType::Relu, {g_mm})};
+  const auto grid_nodes = build_tile_nodes(grid.g, TilerOptions{0, 16});
+  check_tile_graph(grid.g, grid_nodes);
+  CHECK(std::count_if(grid_nodes.begin(), grid_nodes.end(),
+                      [](const TileNode& n) { return n.op == 0; }) == 8);
   // Attention (B batched per head) keeps its per-head grid.
   GraphBuilder attention;
   const int32_t q = attention.input("q", {1, 4, 16, 8});

@@ -16,6 +16,7 @@
 #include "graph/fuse_matmul_bias.hpp"
 #include "graph/fuse_residual.hpp"
 #include "graph/fuse_silu.hpp"
+#include "graph/fuse_softmax_input.hpp"
 #include "graph/memory_plan.hpp"
 #include "graph/op_shape.hpp"
 #include "graph/tiler.hpp"
@@ -168,8 +169,11 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
   if (options.fuse_patterns) silus = fuse_silu(graph, &unfused_silus);
   std::vector<FusedActivation> fusions = fuse_activations(graph);
   // Last: the conv's inputs are then X, W, B, [R]; the scale is appended.
-  std::vector<RewrittenPattern> scales;
-  if (options.fuse_patterns) scales = fuse_input_scales(graph);
+  std::vector<RewrittenPattern> scales, softmax_inputs;
+  if (options.fuse_patterns) {
+    scales = fuse_input_scales(graph);
+    softmax_inputs = fuse_softmax_inputs(graph);
+  }
   graph = remove_dead(std::move(graph));
   // After fusion, so the rules see the epilogues the kernels will run.
   SparsityReport sparsity_report;
@@ -226,7 +230,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       for (const FoldedBatchNorm& f : folds)
         if (f.conv == op.name) r.note = "BatchNormalization '" + f.batch_norm + "' folded in";
       for (const std::vector<RewrittenPattern>* passes :
-           {&biases, &gelus, &layer_norms, &silus, &scales})
+           {&biases, &gelus, &layer_norms, &silus, &scales, &softmax_inputs})
         for (const RewrittenPattern& f : *passes)
           if (f.op == op.name) r.note += (r.note.empty() ? "" : "; ") + f.removed + " fused in";
       for (const FusedResidual& f : residuals)
@@ -263,6 +267,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     summarize(layer_norms, "decomposed LayerNorm(s) replaced by LayerNormalization");
     summarize(silus, "SiLU(s) Mul(x, Sigmoid(x)) fused into epilogues");
     summarize(scales, "channel scale Mul(s) (squeeze-and-excitation) fused into 1x1 Convs");
+    summarize(softmax_inputs, "attention scale/mask Mul/Add(s) fused into Softmax");
     for (const UnfusedSilu& u : unfused_silus)
       report->notes.push_back("SiLU '" + u.mul + "' not fused: " + u.reason);
     for (const FusedResidual& f : residuals)

@@ -330,7 +330,7 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       break;
     }
     case OpType::Softmax: {
-      need_inputs(op, in, 1, 1);
+      need_inputs(op, in, 1, 2);
       need_rank(op, in[0], out.rank());
       size_t axis = static_cast<size_t>(a.axis);
       if (a.axis < 0 || axis >= out.rank()) fail(op, "dependency: bad axis");
@@ -341,6 +341,7 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
         r.end[d] = in[0][d];
       }
       add(deps, 0, r, in[0]);
+      if (in.size() == 2) add(deps, 1, broadcast_map(r, in[1]), in[1]);  // a fused mask
       break;
     }
     case OpType::BatchNormalization: {

@@ -285,11 +285,15 @@ Shape concat_shape(const Operator& op, const std::vector<Shape>& in) {
 }
 
 Shape softmax_shape(const Operator& op, const std::vector<Shape>& in) {
-  check_input_count(op, in, 1, 1);
+  check_input_count(op, in, 1, 2);
   int64_t axis = op.attrs.axis;
   if (axis < 0 || axis >= static_cast<int64_t>(in[0].size()))
     fail(op,
          "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(in[0].size()));
+  // A fused mask (graph/fuse_softmax_input.hpp) broadcasts to X and leaves its shape.
+  if (in.size() == 2 && broadcast_shapes(op, in[0], in[1]) != in[0])
+    fail(op,
+         "mask " + shape_to_string(in[1]) + " does not broadcast to X " + shape_to_string(in[0]));
   return in[0];
 }
 

@@ -20,6 +20,9 @@ namespace tessera::graph {
 //    broadcastable to [M, N].
 //  - Concat, Softmax, Flatten: axis non-negative. Softmax before opset 13
 //    normalises over all dims [axis, rank) jointly: softmax_coerce_2d is set.
+//  - Softmax with a fused scale and mask (graph/fuse_softmax_input.hpp):
+//    softmax(alpha * X + M) along the last axis; M (input 1, optional)
+//    broadcasts to X. alpha is 1 and M absent as imported.
 //  - Reshape and Flatten: new_shape is the resolved output shape (no 0 or -1);
 //    the shape operand is dropped, the data is the only input.
 //  - BatchNormalization (inference form): inputs X, scale, B, mean, var; epsilon.

@@ -84,6 +84,54 @@ void for_each_row_span(const graph::Region& region, const graph::Shape& shape, s
 }
 
 constexpr std::string_view kSoftmax = "cpu.softmax";
+
+// softmax(alpha * x + mask) along the last axis (graph/fuse_softmax_input.hpp):
+// each row's inputs are formed in a per-thread buffer, rounded as the
+// reference rounds them, then run through the unfused rows' loops; the
+// scores are read once and the softmax written once.
+void masked_softmax(const TileArgs& args) {
+  const graph::Shape& shape = *args.output.shape;
+  const size_t rank = shape.size();
+  const float alpha = args.op->attrs.alpha;
+  const float* x = args.inputs[0].data;
+  const float* mask = args.input_count == 2 ? args.inputs[1].data : nullptr;
+  float* y = args.output.data;
+  const std::vector<int64_t> strides = graph::shape_strides(shape);
+  std::vector<int64_t> mask_strides(rank, 0);
+  if (mask) {  // right-aligned, 0 where the mask is broadcast
+    const graph::Shape& m = *args.inputs[1].shape;
+    const std::vector<int64_t> own = graph::shape_strides(m);
+    for (size_t i = 0; i < m.size(); ++i)
+      if (m[m.size() - 1 - i] != 1) mask_strides[rank - 1 - i] = own[m.size() - 1 - i];
+  }
+  const int64_t n = shape[rank - 1];
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(n));
+  float* z = row.data();
+  const VectorOps& ops = vector_ops();
+  for_each_row_span(*args.region, shape, rank - 1,
+                    [&](int64_t row_start, int64_t offset, int64_t length) {
+                      const float* xr = x + row_start;
+                      if (mask) {
+                        int64_t m0 = 0;
+                        for (size_t d = 0; d + 1 < rank; ++d)
+                          m0 += (row_start / strides[d]) % shape[d] * mask_strides[d];
+                        const float* mr = mask + m0;
+                        if (mask_strides[rank - 1] == 1)
+                          for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i] + mr[i];
+                        else
+                          for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i] + mr[0];
+                      } else {
+                        for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i];
+                      }
+                      if (length == n) {
+                        ops.softmax_row(z, y + row_start, n);
+                      } else {
+                        const SoftmaxStats stats = ops.softmax_stats(z, n);
+                        ops.softmax_scale(z + (offset - row_start), y + offset, length, stats);
+                      }
+                    });
+}
 constexpr std::string_view kLayerNorm = "cpu.layer_norm";
 constexpr std::string_view kTranspose = "cpu.transpose";
 constexpr std::string_view kSlice = "cpu.slice";
@@ -101,15 +149,25 @@ std::optional<std::string> axis_reason(const graph::Shape& shape, int64_t axis) 
 std::optional<std::string> softmax_applies(const graph::Operator& op,
                                            std::span<const ConstTensorView> inputs) {
   if (op.type != graph::OpType::Softmax) return std::string("cpu.softmax runs Softmax only");
-  if (inputs.size() != 1 || !inputs[0].shape) return std::string("cpu.softmax needs one input");
-  return axis_reason(*inputs[0].shape, op.attrs.axis);
+  if (inputs.empty() || inputs.size() > 2 || !inputs[0].shape)
+    return std::string("cpu.softmax needs X and an optional fused mask");
+  if (std::optional<std::string> why = axis_reason(*inputs[0].shape, op.attrs.axis)) return why;
+  const bool fused = inputs.size() == 2 || op.attrs.alpha != 1.0f;
+  if (fused && (op.attrs.softmax_coerce_2d ||
+                static_cast<size_t>(op.attrs.axis) + 1 != inputs[0].shape->size()))
+    return std::string("a fused scale or mask off the last axis: uses the reference");
+  if (inputs.size() == 2 && (!inputs[1].shape || inputs[1].layout != graph::Layout::NCHW))
+    return std::string("the fused mask is not row-major: uses the reference");
+  return std::nullopt;
 }
 
 void softmax(const TileArgs& args) {
-  check_args(args, kSoftmax, 1, 1);
+  check_args(args, kSoftmax, 1, 2);
   const graph::Shape& shape = *args.output.shape;
-  if (const std::optional<std::string> why = axis_reason(shape, args.op->attrs.axis))
+  if (const std::optional<std::string> why = softmax_applies(
+          *args.op, std::span<const ConstTensorView>(args.inputs, args.input_count)))
     fail(args, kSoftmax, *why);
+  if (args.input_count == 2 || args.op->attrs.alpha != 1.0f) return masked_softmax(args);
   const auto axis = static_cast<size_t>(args.op->attrs.axis);
   const size_t rank = shape.size();
   const graph::Region& region = *args.region;

@@ -27,10 +27,53 @@ SoftmaxRow row_statistics(const float* in, int64_t length, int64_t step) {
   return {max, sum};
 }
 
+// softmax(alpha * x + mask) along the last axis (a fused scale and mask,
+// graph/fuse_softmax_input.hpp): each row's inputs are formed first, in
+// float, rounded after the product and after the sum as the unfused Mul and
+// Add would (a fused Div(x, c) multiplies by 1 / c instead).
+void masked_softmax(const TileArgs& args) {
+  const graph::Shape& shape = *args.output.shape;
+  const size_t rank = shape.size();
+  if (args.op->attrs.softmax_coerce_2d || static_cast<size_t>(args.op->attrs.axis) + 1 != rank)
+    fail(args, "a fused scale or mask needs the last axis");
+  const graph::Region& r = *args.region;
+  if (r.empty()) return;
+  const float alpha = args.op->attrs.alpha;
+  const float* mask = args.input_count == 2 ? args.inputs[1].data : nullptr;
+  const std::vector<int64_t> strides = graph::shape_strides(shape);
+  const std::vector<int64_t> mask_strides =
+      mask ? broadcast_strides(*args.inputs[1].shape, shape) : std::vector<int64_t>(rank, 0);
+  const int64_t n = shape[rank - 1];
+  std::vector<float> row(static_cast<size_t>(n));
+  std::vector<int64_t> index(r.begin.begin(), r.begin.end() - 1);
+  for (;;) {
+    int64_t offset = 0, mask_offset = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) {
+      offset += index[d] * strides[d];
+      mask_offset += index[d] * mask_strides[d];
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float z = alpha * args.inputs[0].data[offset + i];
+      if (mask) z += mask[mask_offset + i * mask_strides[rank - 1]];
+      row[static_cast<size_t>(i)] = z;
+    }
+    const SoftmaxRow stats = row_statistics(row.data(), n, 1);
+    for (int64_t i = r.begin[rank - 1]; i < r.end[rank - 1]; ++i)
+      args.output.data[offset + i] = std::exp(row[static_cast<size_t>(i)] - stats.max) / stats.sum;
+    size_t d = rank - 1;
+    for (;;) {
+      if (d == 0) return;
+      --d;
+      if (++index[d] < r.end[d]) break;
+      index[d] = r.begin[d];
+    }
+  }
+}
+
 }  // namespace
 
 void softmax(const TileArgs& args) {
-  check_tile_args(args, 1, 1);
+  check_tile_args(args, 1, 2);
   const graph::Shape& shape = *args.output.shape;
   if (*args.inputs[0].shape != shape)
     fail(args, "input shape " + graph::shape_to_string(*args.inputs[0].shape) +
@@ -40,6 +83,7 @@ void softmax(const TileArgs& args) {
   if (rank == 0 || axis < 0 || static_cast<size_t>(axis) >= rank)
     fail(args,
          "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  if (args.input_count == 2 || args.op->attrs.alpha != 1.0f) return masked_softmax(args);
   const graph::Region& r = *args.region;
   if (r.empty()) return;
   const std::vector<int64_t> strides = graph::shape_strides(shape);

@@ -123,8 +123,9 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::GlobalAveragePool:
     case OpType::Flatten:
     case OpType::Reshape:
-    case OpType::Softmax:
       return {1, 1};
+    case OpType::Softmax:  // X and a fused mask (graph/fuse_softmax_input.hpp)
+      return {1, 2};
     case OpType::Concat:
       return {1, std::numeric_limits<size_t>::max()};
     case OpType::BatchNormalization:

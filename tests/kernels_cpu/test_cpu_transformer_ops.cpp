@@ -693,6 +693,68 @@ TEST_CASE("cpu.softmax on masked rows: lanes more than 87 below the row's max ar
   }
 }
 
+TEST_CASE("Softmax with a fused scale and mask: the reference is Mul, Add, Softmax; cpu.softmax") {
+  // graph/fuse_softmax_input.hpp: softmax(alpha * x + m) along the last
+  // axis, m broadcast to x (GPT-2: [1, 1, S, S] over [1, 12, S, S]).
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 120; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 7001 + 3);
+    const size_t rank = 1 + static_cast<size_t>(rng() % 4);
+    Shape x_shape;
+    do {
+      x_shape = random_shape(rng, rank);
+      if (rng() % 3 == 0) x_shape.back() = pick<int64_t>(rng, {16, 33, 128, 129});
+    } while (graph::shape_numel(x_shape) > 20000);
+    const bool with_mask = rng() % 4 != 0;
+    const float alpha =
+        with_mask ? pick(rng, {1.0f, 0.125f, 0.3f, -2.0f}) : pick(rng, {0.125f, 3.0f});
+    Shape m_shape;  // x's trailing dims, each kept or 1
+    for (size_t d = rng() % rank; d < rank; ++d) m_shape.push_back(rng() % 3 == 0 ? 1 : x_shape[d]);
+    Case fused;
+    fused.op.name = "scaled masked softmax";
+    fused.op.type = OpType::Softmax;
+    fused.op.attrs.axis = static_cast<int64_t>(rank - 1);
+    fused.op.attrs.alpha = alpha;
+    fused.output = x_shape;
+    fused.shapes = {x_shape};
+    fused.data = {random_values(x_shape, rng, false, 4.0f)};
+    if (with_mask) {
+      fused.shapes.push_back(m_shape);
+      fused.data.push_back(random_values(m_shape, rng, false, 4.0f));
+    }
+    // The unfused ops, each through its reference kernel.
+    Case mul{
+        .op = {}, .shapes = {x_shape, {1}}, .data = {fused.data[0], {alpha}}, .output = x_shape};
+    mul.op.type = OpType::Mul;
+    std::vector<float> z = run_reference(mul);
+    if (with_mask) {
+      Case add{
+          .op = {}, .shapes = {x_shape, m_shape}, .data = {z, fused.data[1]}, .output = x_shape};
+      add.op.type = OpType::Add;
+      z = run_reference(add);
+    }
+    Case plain{.op = fused.op, .shapes = {x_shape}, .data = {z}, .output = x_shape};
+    plain.op.attrs.alpha = 1.0f;
+    const std::vector<float> unfused = run_reference(plain);
+    const std::vector<float> reference = run_reference(fused);
+    INFO("seed ", seed, ": ", describe(fused), " alpha ", alpha);
+    int64_t differ = 0;
+    for (size_t i = 0; i < reference.size(); ++i) differ += bits(reference[i]) != bits(unfused[i]);
+    CHECK(differ == 0);
+    check_case("cpu.softmax", fused, seed, softmax_tolerance(x_shape.back()));
+  }
+  // Off the last axis a fused scale has no fast path.
+  graph::Operator op;
+  op.type = OpType::Softmax;
+  op.attrs.axis = 0;
+  op.attrs.alpha = 0.5f;
+  const Shape two_d{3, 4};
+  const ConstTensorView views[] = {{nullptr, &two_d}};
+  REQUIRE(cpu::softmax_applies(op, views));
+  CHECK(cpu::softmax_applies(op, views)->find("uses the reference") != std::string::npos);
+}
+
 TEST_CASE("softmax_row gives softmax_stats + softmax_scale's bits, in place too, on every ISA") {
   // cpu.softmax runs a tile that holds whole rows through softmax_row (each
   // exp once, kept in y); partial rows through the two-pass functions.

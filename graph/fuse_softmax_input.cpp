@@ -42,7 +42,8 @@ std::vector<RewrittenPattern> fuse_softmax_inputs(Graph& graph) {
     float alpha = 1.0f;
     std::string what;
     // An Add of the mask, outermost.
-    if (Operator* add = single_use_producer(x); add && add->type == OpType::Add) {
+    if (Operator* add = single_use_producer(x);
+        add && add->type == OpType::Add && add->inputs.size() == 2) {
       for (int order = 0; order < 2 && mask < 0; ++order) {
         const int32_t a = add->inputs[static_cast<size_t>(order)];
         const int32_t m = add->inputs[static_cast<size_t>(1 - order)];
@@ -59,7 +60,8 @@ std::vector<RewrittenPattern> fuse_softmax_inputs(Graph& graph) {
     }
     // A Mul or Div by a constant scalar.
     if (Operator* scale = single_use_producer(x);
-        scale && (scale->type == OpType::Mul || scale->type == OpType::Div)) {
+        scale && (scale->type == OpType::Mul || scale->type == OpType::Div) &&
+        scale->inputs.size() == 2) {
       for (int order = 0; order < (scale->type == OpType::Mul ? 2 : 1); ++order) {
         const int32_t a = scale->inputs[static_cast<size_t>(order)];
         const TensorInfo& ci = graph.tensors[static_cast<size_t>(scale->inputs[1 - order])];

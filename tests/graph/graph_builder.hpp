@@ -1,6 +1,7 @@
 #pragma once
 // Small helpers to build operator graphs in tests.
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -64,5 +65,12 @@ struct GraphBuilder {
   }
   const Shape& shape(int32_t t) const { return g.tensors[static_cast<size_t>(t)].shape; }
 };
+
+// The op of that name; throws (a failed test) when there is none.
+inline const Operator& op_named(const Graph& g, const std::string& name) {
+  for (const Operator& op : g.ops)
+    if (op.name == name) return op;
+  throw std::out_of_range("no op " + name);
+}
 
 }  // namespace tessera::graph::test

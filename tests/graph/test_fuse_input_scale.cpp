@@ -47,13 +47,6 @@ Se se_block(bool commuted, int64_t batch = 2, int64_t kernel = 1, int64_t stride
   return se;
 }
 
-const Operator& op_named(const Graph& g, const std::string& name) {
-  for (const Operator& op : g.ops)
-    if (op.name == name) return op;
-  FAIL("no op " << name);
-  return g.ops.front();
-}
-
 }  // namespace
 
 TEST_CASE("fuse_input_scales: Mul(x, s) in either order becomes the 1x1 Conv's input scale") {

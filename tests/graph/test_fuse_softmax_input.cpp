@@ -41,13 +41,6 @@ Attention attention(OpType scale_op = OpType::Mul, bool commuted = false, int64_
   return a;
 }
 
-const Operator& op_named(const Graph& g, const std::string& name) {
-  for (const Operator& op : g.ops)
-    if (op.name == name) return op;
-  FAIL("no op " << name);
-  return g.ops.front();
-}
-
 }  // namespace
 
 TEST_CASE("fuse_softmax_inputs: scale and mask in either order fold into the Softmax") {

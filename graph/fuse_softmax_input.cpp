@@ -6,19 +6,6 @@
 #include "graph/shape.hpp"
 
 namespace tessera::graph {
-namespace {
-
-// m broadcasts to x (numpy rules, right-aligned) and leaves x's shape as is.
-bool broadcasts_into(const Shape& m, const Shape& x) {
-  if (m.size() > x.size()) return false;
-  for (size_t i = 0; i < m.size(); ++i) {
-    const int64_t md = m[m.size() - 1 - i], xd = x[x.size() - 1 - i];
-    if (md != xd && md != 1) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 std::vector<RewrittenPattern> fuse_softmax_inputs(Graph& graph) {
   std::vector<RewrittenPattern> fused;
@@ -50,7 +37,7 @@ std::vector<RewrittenPattern> fuse_softmax_inputs(Graph& graph) {
         const TensorInfo& ai = graph.tensors[static_cast<size_t>(a)];
         const TensorInfo& mi = graph.tensors[static_cast<size_t>(m)];
         if (ai.shape != x_shape || ai.dtype != DType::Float32 || mi.dtype != DType::Float32 ||
-            !broadcasts_into(mi.shape, x_shape) || a == m)
+            !broadcasts_to(mi.shape, x_shape) || a == m)
           continue;
         mask = m;
         x = a;

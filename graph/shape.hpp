@@ -30,4 +30,14 @@ inline std::string shape_to_string(const Shape& s) {
   return out + "]";
 }
 
+// Whether `in` broadcasts to `out` (numpy rules, ranks right-aligned)
+// without changing it.
+inline bool broadcasts_to(const Shape& in, const Shape& out) {
+  if (in.size() > out.size()) return false;
+  const size_t shift = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d)
+    if (in[d] != 1 && in[d] != out[d + shift]) return false;
+  return true;
+}
+
 }  // namespace tessera::graph

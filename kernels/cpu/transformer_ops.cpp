@@ -15,6 +15,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/cpu/vector_ops.hpp"
+#include "kernels/reference/tile_loops.hpp"
 
 namespace tessera::kernels::cpu {
 
@@ -97,13 +98,9 @@ void masked_softmax(const TileArgs& args) {
   const float* mask = args.input_count == 2 ? args.inputs[1].data : nullptr;
   float* y = args.output.data;
   const std::vector<int64_t> strides = graph::shape_strides(shape);
-  std::vector<int64_t> mask_strides(rank, 0);
-  if (mask) {  // right-aligned, 0 where the mask is broadcast
-    const graph::Shape& m = *args.inputs[1].shape;
-    const std::vector<int64_t> own = graph::shape_strides(m);
-    for (size_t i = 0; i < m.size(); ++i)
-      if (m[m.size() - 1 - i] != 1) mask_strides[rank - 1 - i] = own[m.size() - 1 - i];
-  }
+  const std::vector<int64_t> mask_strides =
+      mask ? reference::broadcast_strides(*args.inputs[1].shape, shape)
+           : std::vector<int64_t>(rank, 0);
   const int64_t n = shape[rank - 1];
   thread_local std::vector<float> row;
   row.resize(static_cast<size_t>(n));

@@ -53,14 +53,7 @@ inline int64_t attr_at(const std::vector<int64_t>& values, size_t i, int64_t fal
   return i < values.size() ? values[i] : fallback;
 }
 
-// Whether `in` broadcasts to `out` (numpy rules, ranks right-aligned).
-inline bool broadcasts_to(const graph::Shape& in, const graph::Shape& out) {
-  if (in.size() > out.size()) return false;
-  const size_t shift = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d)
-    if (in[d] != 1 && in[d] != out[d + shift]) return false;
-  return true;
-}
+using graph::broadcasts_to;
 
 // Strides of `in` seen through numpy broadcasting to `out` (ranks
 // right-aligned): 0 in every dim where `in` has size 1 or is missing.

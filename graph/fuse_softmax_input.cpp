@@ -1,6 +1,6 @@
 #include "graph/fuse_softmax_input.hpp"
 
-#include <algorithm>
+#include <string>
 
 #include "graph/op_type.hpp"
 #include "graph/shape.hpp"

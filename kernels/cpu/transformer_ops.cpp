@@ -102,33 +102,37 @@ void masked_softmax(const TileArgs& args) {
       mask ? reference::broadcast_strides(*args.inputs[1].shape, shape)
            : std::vector<int64_t>(rank, 0);
   const int64_t n = shape[rank - 1];
+  const graph::Region& region = *args.region;
+  if (region.empty()) return;
+  const int64_t b = region.begin[rank - 1], length = region.extent(rank - 1);
   thread_local std::vector<float> row;
   row.resize(static_cast<size_t>(n));
   float* z = row.data();
   const VectorOps& ops = vector_ops();
-  for_each_row_span(*args.region, shape, rank - 1,
-                    [&](int64_t row_start, int64_t offset, int64_t length) {
-                      const float* xr = x + row_start;
-                      if (mask) {
-                        int64_t m0 = 0;
-                        for (size_t d = 0; d + 1 < rank; ++d)
-                          m0 += (row_start / strides[d]) % shape[d] * mask_strides[d];
-                        const float* mr = mask + m0;
-                        if (mask_strides[rank - 1] == 1)
-                          for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i] + mr[i];
-                        else
-                          for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i] + mr[0];
-                      } else {
-                        for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i];
-                      }
-                      if (length == n) {
-                        ops.softmax_row(z, y + row_start, n);
-                      } else {
-                        const SoftmaxStats stats = ops.softmax_stats(z, n);
-                        ops.softmax_scale(z + (offset - row_start), y + offset, length, stats);
-                      }
-                    });
+  graph::Region rows = region;  // whole rows: offsets of each row's first element
+  rows.begin[rank - 1] = 0;
+  rows.end[rank - 1] = n;
+  reference::for_each_row<2>(rows, {strides.data(), mask_strides.data()},
+                             [&](const int64_t*, const std::array<int64_t, 2>& at, int64_t) {
+                               const float* xr = x + at[0];
+                               if (mask) {
+                                 const float* mr = mask + at[1];
+                                 if (mask_strides[rank - 1] == 1)
+                                   for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i] + mr[i];
+                                 else
+                                   for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i] + mr[0];
+                               } else {
+                                 for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i];
+                               }
+                               if (length == n) {
+                                 ops.softmax_row(z, y + at[0], n);
+                               } else {
+                                 const SoftmaxStats stats = ops.softmax_stats(z, n);
+                                 ops.softmax_scale(z + b, y + at[0] + b, length, stats);
+                               }
+                             });
 }
+
 constexpr std::string_view kLayerNorm = "cpu.layer_norm";
 constexpr std::string_view kTranspose = "cpu.transpose";
 constexpr std::string_view kSlice = "cpu.slice";

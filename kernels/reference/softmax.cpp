@@ -45,29 +45,21 @@ void masked_softmax(const TileArgs& args) {
       mask ? broadcast_strides(*args.inputs[1].shape, shape) : std::vector<int64_t>(rank, 0);
   const int64_t n = shape[rank - 1];
   std::vector<float> row(static_cast<size_t>(n));
-  std::vector<int64_t> index(r.begin.begin(), r.begin.end() - 1);
-  for (;;) {
-    int64_t offset = 0, mask_offset = 0;
-    for (size_t d = 0; d + 1 < rank; ++d) {
-      offset += index[d] * strides[d];
-      mask_offset += index[d] * mask_strides[d];
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      float z = alpha * args.inputs[0].data[offset + i];
-      if (mask) z += mask[mask_offset + i * mask_strides[rank - 1]];
-      row[static_cast<size_t>(i)] = z;
-    }
-    const SoftmaxRow stats = row_statistics(row.data(), n, 1);
-    for (int64_t i = r.begin[rank - 1]; i < r.end[rank - 1]; ++i)
-      args.output.data[offset + i] = std::exp(row[static_cast<size_t>(i)] - stats.max) / stats.sum;
-    size_t d = rank - 1;
-    for (;;) {
-      if (d == 0) return;
-      --d;
-      if (++index[d] < r.end[d]) break;
-      index[d] = r.begin[d];
-    }
-  }
+  graph::Region rows = r;  // whole rows: offsets of each row's first element
+  rows.begin[rank - 1] = 0;
+  rows.end[rank - 1] = n;
+  for_each_row<2>(rows, {strides.data(), mask_strides.data()},
+                  [&](const int64_t*, const std::array<int64_t, 2>& at, int64_t) {
+                    for (int64_t i = 0; i < n; ++i) {
+                      float z = alpha * args.inputs[0].data[at[0] + i];
+                      if (mask) z += mask[at[1] + i * mask_strides[rank - 1]];
+                      row[static_cast<size_t>(i)] = z;
+                    }
+                    const SoftmaxRow stats = row_statistics(row.data(), n, 1);
+                    for (int64_t i = r.begin[rank - 1]; i < r.end[rank - 1]; ++i)
+                      args.output.data[at[0] + i] =
+                          std::exp(row[static_cast<size_t>(i)] - stats.max) / stats.sum;
+                  });
 }
 
 }  // namespace

@@ -27,11 +27,20 @@ constexpr GemmMicrokernel kMicrokernels[] = {
 #undef TESSERA_GEMM_MICROKERNEL
 };
 
+constexpr GemmMicrokernel kEdgeMicrokernels[] = {
+#define TESSERA_GEMM_MICROKERNEL(isa, function, pack_a_function, mr, nr) \
+  {GemmIsa::isa, #function, mr, nr, function, pack_a_function},
+#include "kernels/cpu/gemm_edge_microkernels.inc"
+#undef TESSERA_GEMM_MICROKERNEL
+};
+
 constexpr int kMaxMr = 16;
 constexpr int kMaxNr = 64;
-static_assert(std::ranges::all_of(kMicrokernels, [](const GemmMicrokernel& k) {
+constexpr auto kFitsLimits = [](const GemmMicrokernel& k) {
   return k.mr <= kMaxMr && k.nr <= kMaxNr;
-}));
+};
+static_assert(std::ranges::all_of(kMicrokernels, kFitsLimits));
+static_assert(std::ranges::all_of(kEdgeMicrokernels, kFitsLimits));
 
 // Cache blocking (BLIS's loops, Van Zee & van de Geijn 2015, with A and B
 // swapped for row-major C; see GemmBlocking). Forced only by tuning code and
@@ -134,6 +143,22 @@ std::span<const GemmMicrokernel> gemm_microkernels() {
   return kMicrokernels;
 }
 
+std::span<const GemmMicrokernel> gemm_edge_microkernels() {
+  return kEdgeMicrokernels;
+}
+
+const GemmMicrokernel& gemm_edge_microkernel(const GemmMicrokernel& kernel, int64_t rows) {
+  const GemmMicrokernel* best = &kernel;
+  for (const GemmMicrokernel& e : kEdgeMicrokernels)
+    if (e.isa == kernel.isa && e.nr == kernel.nr && e.mr >= rows && e.mr < best->mr) best = &e;
+  return *best;
+}
+
+int64_t gemm_computed_rows(const GemmMicrokernel& kernel, int64_t m) {
+  const int64_t whole = m / kernel.mr * kernel.mr, rest = m - whole;
+  return whole + (rest > 0 ? gemm_edge_microkernel(kernel, rest).mr : 0);
+}
+
 bool gemm_isa_supported(GemmIsa isa) {
   for (const GemmMicrokernel& k : kMicrokernels)
     if (k.isa == isa) return cpu_supports(isa);
@@ -196,7 +221,7 @@ const GemmMicrokernel& gemm_microkernel_for_columns(int64_t n) {
 
 const GemmMicrokernel& gemm_microkernel_for_shape(int64_t m, int64_t n) {
   const auto cost = [m, n](const GemmMicrokernel& k) {
-    return (std::max<int64_t>(m, 1) + k.mr - 1) / k.mr * k.mr * gemm_microkernel_column_cost(k, n);
+    return gemm_computed_rows(k, std::max<int64_t>(m, 1)) * gemm_microkernel_column_cost(k, n);
   };
   const GemmMicrokernel* best = &gemm_default_microkernel();
   for (const GemmMicrokernel& k : kMicrokernels)
@@ -319,15 +344,21 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
     args.kc = kc;
     for (int64_t mb = tile.m0; mb < tile.m1; mb += rows_per_block) {
       const int64_t me = std::min(mb + rows_per_block, tile.m1);
+      // The rows past the last whole MR block, if any, go to an edge kernel
+      // (reading A in place) where one has fewer rows than MR.
+      const int64_t edge_rows = (me - mb) % mr;
+      const GemmMicrokernel& edge_kernel =
+          edge_rows > 0 ? gemm_edge_microkernel(kernel, edge_rows) : kernel;
+      const int64_t packed_end = &edge_kernel == &kernel ? me : me - edge_rows;
       if (pack_a)
-        for (int64_t m = mb; m < me; m += mr)
+        for (int64_t m = mb; m < packed_end; m += mr)
           kernel.pack_a(a + m * lda + k0, lda, std::min<int64_t>(mr, me - m), kc,
                         a_block + (m - mb) * kc);
       // One MR×NR block: rows [m, m + MR) against panel p.
       auto run_block = [&](int64_t m, int64_t p) {
         const int64_t mv = std::min<int64_t>(mr, me - m);
         args.m_valid = mv;
-        if (pack_a) {
+        if (pack_a && m < packed_end) {
           args.a = a_block + (m - mb) * kc;
           args.a_row_stride = 1;
           args.a_k_stride = mr;
@@ -340,6 +371,7 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
           args.a_row_stride = lda;
           args.a_k_stride = 1;
         }
+        const GemmMicrokernel& block_kernel = m < packed_end ? kernel : edge_kernel;
         // The block's columns inside the tile, [col_lo, col_hi) of panel
         // [j0, j0 + NR), go straight to C: accumulated and given the
         // epilogue in registers, edges (N not a multiple of NR, a tile
@@ -360,7 +392,7 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
               epilogue.residual ? epilogue.residual + m * epilogue.ld_residual + j0 : nullptr;
           args.epilogue = &micro_ep;
         }
-        kernel.fn(args);
+        block_kernel.fn(args);
       };
       const int64_t row_blocks = (me - mb + mr - 1) / mr;
       for (int64_t pb = panel_begin; pb < panel_end; pb += panels_per_block) {

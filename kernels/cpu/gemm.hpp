@@ -54,6 +54,16 @@ struct GemmMicrokernel {
 // Every microkernel built into the library, in manifest order (including
 // those the CPU cannot run: check gemm_isa_supported()).
 std::span<const GemmMicrokernel> gemm_microkernels();
+// The edge microkernels (kernels/cpu/gemm_edge_microkernels.inc): fewer
+// rows, the same packed B as a main kernel of their ISA and NR.
+std::span<const GemmMicrokernel> gemm_edge_microkernels();
+// The kernel for the last `rows` rows of a tile whose B is packed for
+// `kernel`, rows < kernel.mr: the edge kernel of its ISA and NR with the
+// fewest rows >= `rows`, or `kernel` itself where none has fewer than it.
+const GemmMicrokernel& gemm_edge_microkernel(const GemmMicrokernel& kernel, int64_t rows);
+// Rows of C that gemm_tile() computes for a tile of m rows with `kernel`:
+// whole MR blocks, then the edge kernel's rows for the rest.
+int64_t gemm_computed_rows(const GemmMicrokernel& kernel, int64_t m);
 bool gemm_isa_supported(GemmIsa isa);
 std::string_view gemm_isa_name(GemmIsa isa);
 // Floats per vector register of the ISA's microkernels (16, 8, 4).
@@ -79,12 +89,9 @@ const GemmMicrokernel& gemm_default_microkernel();
 int64_t gemm_microkernel_column_cost(const GemmMicrokernel& kernel, int64_t n);
 const GemmMicrokernel& gemm_microkernel_for_columns(int64_t n);
 // The same for a C of m rows as well (MatMul and Gemm, whose rows are known
-// when B is packed): the lowest m padded to MR times the column cost, the
-// earlier kernel of the manifest on ties. BERT's and GPT-2's linear layers
-// (m = 128 tokens, n a multiple of 48) take 8x48: 6x64 computes 132 rows
-// for 128; at one thread BERT-base ran 146.5 -> 141.6 ms and GPT-2 149.3 ->
-// 145.8 ms (median of four interleaved rounds each). Convolutions, whose
-// rows (pixels per chunk) vary by tile, keep gemm_microkernel_for_columns().
+// when B is packed): the lowest gemm_computed_rows() times the column cost,
+// the earlier kernel of the manifest on ties. Convolutions, whose rows
+// (pixels per chunk) vary by tile, keep gemm_microkernel_for_columns().
 const GemmMicrokernel& gemm_microkernel_for_shape(int64_t m, int64_t n);
 
 // Cache blocking inside gemm_tile(), BLIS's loops (Van Zee & van de Geijn

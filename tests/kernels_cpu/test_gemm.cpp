@@ -439,8 +439,9 @@ void test_pack_a(const GemmMicrokernel& kernel) {
 }
 
 const GemmMicrokernel& microkernel_named(std::string_view name) {
-  for (const GemmMicrokernel& k : gemm_microkernels())
-    if (k.name == name) return k;
+  for (std::span<const GemmMicrokernel> list : {gemm_microkernels(), gemm_edge_microkernels()})
+    for (const GemmMicrokernel& k : list)
+      if (k.name == name) return k;
   throw std::logic_error("no microkernel " + std::string(name));
 }
 
@@ -457,8 +458,70 @@ const GemmMicrokernel& microkernel_named(std::string_view name) {
     test_pack_a(kernel);                                                           \
     test_microkernel(kernel);                                                      \
   }
+#include "kernels/cpu/gemm_edge_microkernels.inc"
 #include "kernels/cpu/gemm_microkernels.inc"
 #undef TESSERA_GEMM_MICROKERNEL
+
+TEST_CASE("gemm_edge_microkernel: the fewest rows that cover the edge, same ISA and NR") {
+  for (const GemmMicrokernel& k : gemm_microkernels())
+    for (int64_t rows = 1; rows < k.mr; ++rows) {
+      INFO(k.name, " rows ", rows);
+      const GemmMicrokernel& e = gemm_edge_microkernel(k, rows);
+      CHECK(e.isa == k.isa);
+      CHECK(e.nr == k.nr);
+      CHECK(e.mr >= rows);
+      CHECK(e.mr <= k.mr);
+      for (const GemmMicrokernel& other : gemm_edge_microkernels())
+        if (other.isa == k.isa && other.nr == k.nr && other.mr >= rows) CHECK(e.mr <= other.mr);
+      const int64_t m = 3 * k.mr + rows;
+      CHECK(gemm_computed_rows(k, m) == 3 * k.mr + e.mr);
+    }
+  // Every edge kernel serves some main kernel with more rows.
+  for (const GemmMicrokernel& e : gemm_edge_microkernels()) {
+    INFO(e.name);
+    bool serves = false;
+    for (const GemmMicrokernel& k : gemm_microkernels())
+      serves = serves || (k.isa == e.isa && k.nr == e.nr && k.mr > e.mr &&
+                          &gemm_edge_microkernel(k, e.mr) == &e);
+    CHECK(serves);
+  }
+}
+
+// gemm_tile with every row count against each main kernel's packed B: the
+// edge rows run on the edge kernel, A packed (wide tiles) or in place.
+TEST_CASE("gemm_tile: tiles whose rows end inside a block, every main kernel") {
+  std::mt19937 rng(0x3d6e);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const GemmMicrokernel& kernel : gemm_microkernels()) {
+    if (!gemm_isa_supported(kernel.isa)) continue;
+    for (int64_t n : {kernel.nr - 3, 17 * kernel.nr + 5})
+      for (int64_t m = 1; m <= 2 * kernel.mr + 1; ++m) {
+        const int64_t k = 37, m0 = 2;
+        INFO(kernel.name, " m ", m, " n ", n);
+        std::vector<float> a(static_cast<size_t>((m0 + m) * k)), b(static_cast<size_t>(k * n));
+        for (float& x : a) x = dist(rng);
+        for (float& x : b) x = dist(rng);
+        const PackedMatrix packed = pack_b(b.data(), k, n, n, false, kernel);
+        std::vector<float> c(static_cast<size_t>((m0 + m) * n), kSentinel);
+        gemm_tile(a.data(), k, packed, c.data(), n, {.m0 = m0, .m1 = m0 + m, .n0 = 0, .n1 = n});
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m0 + m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            float want = kSentinel;
+            if (i >= m0) {
+              double sum = 0;
+              for (int64_t kk = 0; kk < k; ++kk)
+                sum += static_cast<double>(a[i * k + kk]) * b[kk * n + j];
+              want = static_cast<float>(sum);
+            }
+            const float got = c[static_cast<size_t>(i * n + j)];
+            const bool ok = i < m0 ? got == kSentinel : std::abs(got - want) <= 1e-4f;
+            if (!ok && bad++ < 5) FAIL_CHECK("C[", i, "][", j, "] = ", got, ", expected ", want);
+          }
+        CHECK(bad == 0);
+      }
+  }
+}
 
 TEST_CASE("the ISA is chosen once; set_gemm_isa forces each supported one") {
   const GemmIsa chosen = gemm_isa();
@@ -489,7 +552,7 @@ TEST_CASE("the ISA is chosen once; set_gemm_isa forces each supported one") {
   set_gemm_isa(chosen);
 }
 
-TEST_CASE("gemm_microkernel_for_shape: the fewest padded rows times the column cost") {
+TEST_CASE("gemm_microkernel_for_shape: the fewest computed rows times the column cost") {
   const GemmIsa chosen = gemm_isa();
   for (GemmIsa isa : {GemmIsa::kPortable, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
     if (!gemm_isa_supported(isa)) continue;
@@ -500,8 +563,7 @@ TEST_CASE("gemm_microkernel_for_shape: the fewest padded rows times the column c
         const GemmMicrokernel& k = gemm_microkernel_for_shape(m, n);
         CHECK(k.isa == isa);
         const auto cost = [&](const GemmMicrokernel& kernel) {
-          return (m + kernel.mr - 1) / kernel.mr * kernel.mr *
-                 gemm_microkernel_column_cost(kernel, n);
+          return gemm_computed_rows(kernel, m) * gemm_microkernel_column_cost(kernel, n);
         };
         for (const GemmMicrokernel& other : gemm_microkernels())
           if (other.isa == isa) CHECK(cost(k) <= cost(other));
@@ -509,9 +571,12 @@ TEST_CASE("gemm_microkernel_for_shape: the fewest padded rows times the column c
   }
   if (gemm_isa_supported(GemmIsa::kAvx512)) {
     set_gemm_isa(GemmIsa::kAvx512);
-    // BERT's 128 tokens: 8 rows divide them, 6 do not.
-    CHECK(gemm_microkernel_for_shape(128, 768).name == "gemm_8x48__avx512");
-    CHECK(gemm_microkernel_for_shape(128, 3072).name == "gemm_8x48__avx512");
+    // BERT's 128 tokens: 8x48 computes 16 blocks of 8 rows, 6x64 21 blocks
+    // of 6 and 2 rows on its edge kernel, the same count: the default wins.
+    CHECK(gemm_microkernel_for_shape(128, 768).name == "gemm_6x64__avx512");
+    CHECK(gemm_microkernel_for_shape(128, 3072).name == "gemm_6x64__avx512");
+    // n a multiple of 48, not of 64: 8x48.
+    CHECK(gemm_microkernel_for_shape(128, 1200).name == "gemm_8x48__avx512");
     // Square, one row, and N not a multiple of 48: the default.
     CHECK(gemm_microkernel_for_shape(2048, 2048).name == "gemm_6x64__avx512");
     CHECK(gemm_microkernel_for_shape(1, 1000).name == "gemm_6x64__avx512");

@@ -10,6 +10,7 @@
 #include "graph/error.hpp"
 #include "graph/fold_batch_norm.hpp"
 #include "graph/fuse_activations.hpp"
+#include "graph/fuse_expand_depthwise.hpp"
 #include "graph/fuse_gelu.hpp"
 #include "graph/fuse_input_scale.hpp"
 #include "graph/fuse_layer_norm.hpp"
@@ -188,6 +189,14 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       if (graph.tensors[w].is_weight) op.attrs.weight_bits = tesas[w].bit_width;
     }
   }
+  // After the sparsity rules, which see the expansion and the depthwise conv
+  // as the two ops they are (a sparse expansion is not fused: it keeps its
+  // sparse kernel).
+  std::vector<RewrittenPattern> expansions;
+  if (options.fuse_expand_depthwise) {
+    expansions = fuse_expand_depthwise(graph);
+    if (!expansions.empty()) graph = remove_dead(std::move(graph));
+  }
   std::vector<TileNode> nodes =
       build_tile_nodes(graph, TilerOptions{.tiles = options.tiles, .threads = options.threads});
   MemoryPlan plan =
@@ -230,7 +239,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       for (const FoldedBatchNorm& f : folds)
         if (f.conv == op.name) r.note = "BatchNormalization '" + f.batch_norm + "' folded in";
       for (const std::vector<RewrittenPattern>* passes :
-           {&biases, &gelus, &layer_norms, &silus, &scales, &softmax_inputs})
+           {&biases, &gelus, &layer_norms, &silus, &scales, &softmax_inputs, &expansions})
         for (const RewrittenPattern& f : *passes)
           if (f.op == op.name) r.note += (r.note.empty() ? "" : "; ") + f.removed + " fused in";
       for (const FusedResidual& f : residuals)
@@ -268,6 +277,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     summarize(silus, "SiLU(s) Mul(x, Sigmoid(x)) fused into epilogues");
     summarize(scales, "channel scale Mul(s) (squeeze-and-excitation) fused into 1x1 Convs");
     summarize(softmax_inputs, "attention scale/mask Mul/Add(s) fused into Softmax");
+    summarize(expansions, "1x1 expansion conv(s) fused into depthwise convs");
     for (const UnfusedSilu& u : unfused_silus)
       report->notes.push_back("SiLU '" + u.mul + "' not fused: " + u.reason);
     for (const FusedResidual& f : residuals)

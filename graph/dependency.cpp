@@ -185,7 +185,21 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       int64_t g0 = out.begin[1] / out_per_group, g1 = (out.end[1] - 1) / out_per_group + 1;
       Region xr{{out.begin[0], g0 * in_per_group, 0, 0}, {out.end[0], g1 * in_per_group, 0, 0}};
       spatial_deps(op, x, out, xr);
+      // A fused expansion computes the depthwise input's channels from all
+      // of X's at the same pixels; its weight rows are the tile's channels.
+      if (a.fused_expand) {
+        xr.begin[1] = 0;
+        xr.end[1] = x[1];
+      }
       add(deps, 0, xr, x);
+      if (a.fused_expand) {
+        const size_t e = expand_weight_input(a);
+        need_rank(op, in[e], 4);
+        need_rank(op, in[e + 1], 1);
+        add(deps, static_cast<int32_t>(e),
+            Region{{out.begin[1], 0, 0, 0}, {out.end[1], in[e][1], 1, 1}}, in[e]);
+        add(deps, static_cast<int32_t>(e + 1), Region{{out.begin[1]}, {out.end[1]}}, in[e + 1]);
+      }
       add(deps, 1, Region{{out.begin[1], 0, 0, 0}, {out.end[1], in[1][1], in[1][2], in[1][3]}},
           in[1]);
       if (in.size() >= 3) {

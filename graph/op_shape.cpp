@@ -137,7 +137,25 @@ Shape conv_shape(const Operator& op, const std::vector<Shape>& in) {
     if (op.attrs.group != 1 || in[1].size() != 4 || in[1][2] != 1 || in[1][3] != 1)
       fail(op, "a fused input scale needs a 1x1 conv with group 1");
   }
-  const Shape& x = in[0];
+  // A fused expansion (graph/fuse_expand_depthwise.hpp): the depthwise conv
+  // reads EW's C channels, computed from X's Cin at the same pixels.
+  Shape expanded;
+  if (op.attrs.fused_expand) {
+    const size_t e = expand_weight_input(op.attrs);
+    const Shape& ew = in[e];
+    const Shape& eb = in[e + 1];
+    check_rank(op, in[0], 4, "input X");
+    if (ew.size() != 4 || ew[1] != in[0][1] || ew[2] != 1 || ew[3] != 1 || eb != Shape{ew[0]})
+      fail(op, "fused expansion weight " + shape_to_string(ew) + " and bias " +
+                   shape_to_string(eb) + " are not [C, " + std::to_string(in[0][1]) +
+                   ", 1, 1] and [C]");
+    if (op.attrs.group != ew[0] || in[1].size() != 4 || in[1][0] != ew[0] || in[1][1] != 1)
+      fail(op, "a fused expansion needs a depthwise conv over its " + std::to_string(ew[0]) +
+                   " channels");
+    if (op.attrs.fused_input_scale) fail(op, "has both a fused expansion and an input scale");
+    expanded = {in[0][0], ew[0], in[0][2], in[0][3]};
+  }
+  const Shape& x = op.attrs.fused_expand ? expanded : in[0];
   const Shape& w = in[1];
   check_rank(op, x, 4, "input X");
   check_rank(op, w, 4, "weight W");
@@ -488,6 +506,8 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     fail(op, "has a fused residual, which only Conv, Gemm and MatMul support");
   if (op.attrs.fused_input_scale && op.type != OpType::Conv)
     fail(op, "has a fused input scale, which only Conv supports");
+  if (op.attrs.fused_expand && op.type != OpType::Conv)
+    fail(op, "has a fused expansion, which only Conv supports");
   // Only the ops whose kernels apply an epilogue may carry a fused activation.
   if (op.attrs.activation != Activation::None && op.type != OpType::Conv &&
       op.type != OpType::Gemm && op.type != OpType::MatMul)

@@ -57,6 +57,11 @@ namespace tessera::graph {
 //    inputs X, W, B (always present), [R,] S; S is [N, C, 1, 1] or [1, C, 1,
 //    1], and the conv reads X[n, c, h, w] * S[n, c, 0, 0] (a squeeze-and-
 //    excitation Mul, graph/fuse_input_scale.hpp).
+//  - Conv with fused_expand (depthwise: group == C == OC): inputs X, W, B
+//    (always present), [R,] EW, EB; EW is [C, Cin, 1, 1] and EB [C], X has
+//    Cin channels, and the depthwise conv reads
+//    expand_activation(Conv1x1(X; EW, EB)) instead of X: the 1x1 expansion
+//    of an inverted residual block (graph/fuse_expand_depthwise.hpp).
 //  - LeakyRelu: alpha. HardSigmoid: max(0, min(1, alpha x + beta)).
 //    HardSwish: x * max(0, min(1, x / 6 + 1 / 2)). Max, Min: two operands,
 //    broadcasting like Add (the importer chains longer lists).
@@ -130,6 +135,11 @@ struct OpAttributes {
   bool gelu_tanh = false;
   bool fused_residual = false;
   bool fused_input_scale = false;
+  // fused_expand: the 1x1 expansion's own activation and Clip bounds.
+  bool fused_expand = false;
+  Activation expand_activation = Activation::None;
+  float expand_clip_min = -std::numeric_limits<float>::infinity();
+  float expand_clip_max = std::numeric_limits<float>::infinity();
   PadMode pad_mode = PadMode::Constant;
   float pad_value = 0.0f;
   ResizeMode resize_mode = ResizeMode::Nearest;
@@ -154,13 +164,20 @@ struct Operator {
 };
 
 // How many inputs a Conv has: X, W and an optional B; with a fused residual
-// (input 3) or a fused input scale (last), B and each of them, no fewer.
+// (input 3), a fused input scale (last) or a fused expansion (the last two),
+// B and each of them, no fewer.
 struct InputCount {
   size_t min = 0, max = 0;
 };
 inline InputCount conv_input_count(const OpAttributes& a) {
-  const size_t fused = (a.fused_residual ? 1 : 0) + (a.fused_input_scale ? 1 : 0);
+  const size_t fused =
+      (a.fused_residual ? 1 : 0) + (a.fused_input_scale ? 1 : 0) + (a.fused_expand ? 2 : 0);
   return fused > 0 ? InputCount{3 + fused, 3 + fused} : InputCount{2, 3};
+}
+// A fused expansion's weight EW [C, Cin, 1, 1] and bias EB [C]: the last
+// two inputs.
+inline size_t expand_weight_input(const OpAttributes& a) {
+  return conv_input_count(a).max - 2;
 }
 
 }  // namespace tessera::graph

@@ -48,6 +48,10 @@ struct CompileOptions {
   // MatMul-bias fusion and GELU / LayerNorm recognition (graph/fuse_matmul_bias.hpp,
   // fuse_gelu.hpp, fuse_layer_norm.hpp); not stored.
   bool fuse_patterns = true;
+  // Inverted-residual expansions folded into their depthwise convs
+  // (graph/fuse_expand_depthwise.hpp); not stored. Its kernel needs NHWC
+  // activations, so an NCHW compile turns it off.
+  bool fuse_expand_depthwise = true;
   // Bounded run-ahead for reuse between tensors this many ops apart
   // (graph/memory_plan.hpp, MemoryPlanOptions); 0: provable reuse only.
   // Not stored. 16: BERT-base at sequence 384, batch 8 needs 378 MiB of

@@ -45,8 +45,17 @@ std::vector<Shape> input_shapes(const Graph& graph, const Operator& op) {
 int64_t op_work(const Operator& op, const std::vector<Shape>& in, const Shape& out) {
   int64_t n = shape_numel(out);
   switch (op.type) {
-    case OpType::Conv:
-      return n * in[1][1] * in[1][2] * in[1][3];
+    case OpType::Conv: {
+      int64_t work = n * in[1][1] * in[1][2] * in[1][3];
+      // A fused expansion: Cin multiply-adds per expanded input pixel, and
+      // stride² input pixels per output pixel.
+      if (op.attrs.fused_expand) {
+        int64_t pixels_per_output = 1;
+        for (int64_t s : op.attrs.strides) pixels_per_output *= s;
+        work += n * in[expand_weight_input(op.attrs)][1] * pixels_per_output;
+      }
+      return work;
+    }
     case OpType::MaxPool:
     case OpType::AveragePool:
       return n * op.attrs.kernel_shape[0] * op.attrs.kernel_shape[1];

@@ -31,10 +31,13 @@ bool material_operand(const graph::Shape& shape) {
 }
 
 // Operands every kernel of the op reads in their own fixed order, whatever
-// the activations' layout: a Conv's weights [OC, C/group, kH, kW] and bias.
-// They never tie a Uniform kernel's activations to NCHW.
+// the activations' layout: a Conv's weights [OC, C/group, kH, kW] and bias,
+// and a fused expansion's (its last two inputs). They never tie a Uniform
+// kernel's activations to NCHW.
 bool own_order_operand(const graph::Operator& op, size_t input_index) {
-  return op.type == graph::OpType::Conv && (input_index == 1 || input_index == 2);
+  if (op.type != graph::OpType::Conv) return false;
+  if (op.attrs.fused_expand && input_index >= graph::expand_weight_input(op.attrs)) return true;
+  return input_index == 1 || input_index == 2;
 }
 
 std::string op_label(const graph::Operator& op) {

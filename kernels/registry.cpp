@@ -81,6 +81,10 @@ constexpr TileKernelVariant kKernelTable[] = {
     // own: kernels/layout_assignment.cpp).
     {OpType::Conv, "cpu.conv_depthwise", cpu::conv_depthwise, nullptr, cpu::conv_depthwise_applies,
      11, kUniformLayout},
+    // A depthwise conv with its 1x1 expansion fused in (NHWC only; the
+    // applies check refuses NCHW operands).
+    {OpType::Conv, "cpu.conv_expand_depthwise", cpu::conv_expand_depthwise,
+     cpu::prepare_conv_expand_depthwise, cpu::conv_expand_depthwise_applies, 11, kUniformLayout},
     // 3x3 stride-1 convs where Winograd F(4x4, 3x3) beats the implicit GEMM
     // (kernels/cpu/conv_winograd.cpp); the report says why it did not apply.
     {OpType::Conv, "cpu.conv_winograd", cpu::conv_winograd, cpu::prepare_conv_winograd,

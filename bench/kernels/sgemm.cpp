@@ -65,6 +65,8 @@ constexpr Shape kShapes[] = {
     {"res4_3x3_196x256x2304", 196, 256, 2304},
     {"res5_3x3_49x512x4608", 49, 512, 4608},
     {"res2_1x1_3136x256x64", 3136, 256, 64},
+    // MobileNetV2's 14×14 projection (1×1, 576 → 96) as a 2-thread tile.
+    {"mbv2_1x1_56x96x576", 56, 96, 576},
     // BERT-base at sequence 128 as the 1-thread tiler cuts it (two column
     // tiles per weight matrix): Q/K/V/output, FFN up, FFN down.
     {"bert_128x384x768", 128, 384, 768},

@@ -140,26 +140,11 @@ void depthwise_plane(const DepthwisePlane& p) {
   }
 }
 
-// The NHWC kernel of the ISA gemm_isa() names (set_gemm_isa() forces one,
-// as for the SGEMM).
-void run_depthwise_nhwc_tile(const DepthwiseNhwcTile& t) {
-  switch (gemm_isa()) {
-    case GemmIsa::kAvx512:
-      depthwise_nhwc_tile_avx512(t);
-      return;
-    case GemmIsa::kAvx2:
-      depthwise_nhwc_tile_avx2(t);
-      return;
-    case GemmIsa::kPortable:
-      depthwise_nhwc_tile_portable(t);
-      return;
-  }
-}
-
 std::optional<std::string> applies_with(const graph::Operator& op,
                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (op.type != graph::OpType::Conv) return "not a Conv";
   if (auto why = refuse_fused_input_scale(op)) return why;
+  if (auto why = refuse_fused_expand(op)) return why;
   const size_t max_inputs = op.attrs.fused_residual ? 4 : 3;
   if (inputs.size() < 2 || inputs.size() > max_inputs)
     return "expected 2 to " + std::to_string(max_inputs) + " inputs";
@@ -176,6 +161,31 @@ std::optional<std::string> applies_with(const graph::Operator& op,
 }
 
 }  // namespace
+
+void depthwise_nhwc_tile(const DepthwiseNhwcTile& t) {
+  switch (gemm_isa()) {
+    case GemmIsa::kAvx512:
+      depthwise_nhwc_tile_avx512(t);
+      return;
+    case GemmIsa::kAvx2:
+      depthwise_nhwc_tile_avx2(t);
+      return;
+    case GemmIsa::kPortable:
+      depthwise_nhwc_tile_portable(t);
+      return;
+  }
+}
+
+const float* depthwise_tap_major_weights(const float* w, int64_t taps, int64_t c0, int64_t c1) {
+  const int64_t width = c1 - c0;
+  thread_local std::vector<float> transposed;
+  if (static_cast<int64_t>(transposed.size()) < taps * width)
+    transposed.resize(static_cast<size_t>(taps * width));
+  for (int64_t ch = 0; ch < width; ++ch)
+    for (int64_t tap = 0; tap < taps; ++tap)
+      transposed[static_cast<size_t>(tap * width + ch)] = w[(c0 + ch) * taps + tap];
+  return transposed.data();
+}
 
 std::optional<std::string> conv_depthwise_applies(const graph::Operator& op,
                                                   std::span<const ConstTensorView> inputs) {
@@ -224,19 +234,10 @@ void conv_depthwise(const TileArgs& args) {
     t.c0 = r.begin[1], t.c1 = r.end[1];
     t.oh0 = r.begin[2], t.oh1 = r.end[2];
     t.ow0 = r.begin[3], t.ow1 = r.end[3];
-    // The tile's weights as [kH·kW, c1 − c0], so each tap is a contiguous
-    // vector over channels (per-thread scratch, grown on first use).
-    const int64_t taps = g.k_h * g.k_w, width = t.c1 - t.c0;
-    thread_local std::vector<float> transposed;
-    if (static_cast<int64_t>(transposed.size()) < taps * width)
-      transposed.resize(static_cast<size_t>(taps * width));
-    for (int64_t ch = 0; ch < width; ++ch)
-      for (int64_t tap = 0; tap < taps; ++tap)
-        transposed[static_cast<size_t>(tap * width + ch)] = w[(t.c0 + ch) * taps + tap];
-    t.weights = transposed.data();
+    t.weights = depthwise_tap_major_weights(w, g.k_h * g.k_w, t.c0, t.c1);
     for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
       t.n = n;
-      run_depthwise_nhwc_tile(t);
+      depthwise_nhwc_tile(t);
     }
     return;
   }

@@ -98,6 +98,7 @@ const float* input_scale(const TileArgs& args, int64_t n) {
 std::optional<std::string> applies_with(const graph::Operator& op,
                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (op.type != graph::OpType::Conv) return "not a Conv";
+  if (auto why = refuse_fused_expand(op)) return why;
   const graph::InputCount count = graph::conv_input_count(op.attrs);
   if (inputs.size() < count.min || inputs.size() > count.max)
     return "expected " + (count.min < count.max ? std::to_string(count.min) + " to " : "") +
@@ -370,6 +371,11 @@ std::optional<std::string> conv_gemm_applies(const graph::Operator& op,
 std::optional<std::string> refuse_fused_input_scale(const graph::Operator& op) {
   if (!op.attrs.fused_input_scale) return std::nullopt;
   return "a squeeze-and-excitation scale is fused in (only cpu.conv_gemm applies it)";
+}
+
+std::optional<std::string> refuse_fused_expand(const graph::Operator& op) {
+  if (!op.attrs.fused_expand) return std::nullopt;
+  return "a 1x1 expansion is fused in (only cpu.conv_expand_depthwise computes it)";
 }
 
 PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTensorView> inputs) {

@@ -68,6 +68,7 @@ std::optional<std::string> supports_with(const graph::Operator& op,
                                          std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (auto why = conv_gemm_applies(op, inputs)) return why;
   if (auto why = refuse_fused_input_scale(op)) return why;
+  if (auto why = refuse_fused_expand(op)) return why;
   if (auto why = conv_geometry(op, *inputs[0].shape, *inputs[1].shape, g)) return why;
   if (g.rank != 4) return "not a 2-D conv";
   if (g.k_h != 3 || g.k_w != 3)

@@ -39,6 +39,8 @@ std::optional<std::string> conv_gemm_applies(const graph::Operator& op,
 // scale (graph/fuse_input_scale.hpp), which only cpu.conv_gemm applies;
 // nullopt without one.
 std::optional<std::string> refuse_fused_input_scale(const graph::Operator& op);
+// The same for a fused 1x1 expansion (graph/fuse_expand_depthwise.hpp).
+std::optional<std::string> refuse_fused_expand(const graph::Operator& op);
 
 // conv_depthwise.cpp — "cpu.conv_depthwise": depthwise convolution
 // (group == C == OC, W [C,1,kH,kW]), any stride, padding and dilation;
@@ -47,6 +49,16 @@ std::optional<std::string> refuse_fused_input_scale(const graph::Operator& op);
 void conv_depthwise(const TileArgs& args);
 std::optional<std::string> conv_depthwise_applies(const graph::Operator& op,
                                                   std::span<const ConstTensorView> inputs);
+
+// conv_expand_depthwise.cpp — "cpu.conv_expand_depthwise": a depthwise conv
+// with a fused 1x1 expansion (attrs.fused_expand,
+// graph/fuse_expand_depthwise.hpp), NHWC; the expansion's weights packed
+// for the SGEMM.
+void conv_expand_depthwise(const TileArgs& args);
+PreparedOp prepare_conv_expand_depthwise(const graph::Operator& op,
+                                         std::span<const ConstTensorView> inputs);
+std::optional<std::string> conv_expand_depthwise_applies(const graph::Operator& op,
+                                                         std::span<const ConstTensorView> inputs);
 
 // gemm_ops.cpp — "cpu.gemm": ONNX Gemm Y = alpha·op(A)·op(B) + beta·C with
 // B constant; any trans_a/trans_b, C absent, scalar, [N], [1,N], [M,1] or

@@ -1,9 +1,11 @@
 // Reference convolution: 2-D (and 1-D, as 2-D with H = 1), groups,
 // strides, dilations, asymmetric pads, optional bias, optional fused
 // residual, optional fused input scale (X[n, c] * S[n, c] rounded first, as
-// the Mul it replaces did). Each output element accumulates in float in the
-// fixed order (c, kh, kw), then adds the bias, then the residual, then the
-// activation.
+// the Mul it replaces did), optional fused 1x1 expansion (each expanded
+// value computed as the reference 1x1 conv would, into a per-image buffer,
+// before the depthwise taps read it). Each output element accumulates in
+// float in the fixed order (c, kh, kw), then adds the bias, then the
+// residual, then the activation.
 // X, Y and the residual are indexed through their layouts' strides (NCHW or
 // NHWC, graph/layout.hpp), so the arithmetic is the same in every layout.
 #include <algorithm>
@@ -18,6 +20,7 @@ namespace tessera::kernels::reference {
 void conv(const TileArgs& args) {
   const bool fused_residual = args.op && args.op->attrs.fused_residual;
   const bool fused_scale = args.op && args.op->attrs.fused_input_scale;
+  const bool fused_expand = args.op && args.op->attrs.fused_expand;
   const graph::InputCount count =
       args.op ? graph::conv_input_count(args.op->attrs) : graph::InputCount{2, 3};
   check_tile_args(args, count.min, count.max);
@@ -31,7 +34,14 @@ void conv(const TileArgs& args) {
                    graph::shape_to_string(x_shape) + ", weight " + graph::shape_to_string(w_shape) +
                    ")");
   const bool is_1d = rank == 3;
-  const int64_t batch = x_shape[0], channels = x_shape[1];
+  // With a fused expansion the conv reads EW's channels, computed from X's.
+  const size_t expand_at = fused_expand ? graph::expand_weight_input(attrs) : 0;
+  const graph::Shape* ew_shape = fused_expand ? args.inputs[expand_at].shape : nullptr;
+  if (fused_expand && (rank != 4 || ew_shape->size() != 4 || (*ew_shape)[1] != x_shape[1] ||
+                       *args.inputs[expand_at + 1].shape != graph::Shape{(*ew_shape)[0]}))
+    fail(args, "fused expansion weight " + graph::shape_to_string(*ew_shape) +
+                   " does not fit input " + graph::shape_to_string(x_shape));
+  const int64_t batch = x_shape[0], channels = fused_expand ? (*ew_shape)[0] : x_shape[1];
   const int64_t in_h = is_1d ? 1 : x_shape[2], in_w = x_shape[rank - 1];
   const int64_t out_channels = w_shape[0], group_channels = w_shape[1];
   const int64_t k_h = is_1d ? 1 : w_shape[2], k_w = w_shape[rank - 1];
@@ -78,7 +88,15 @@ void conv(const TileArgs& args) {
   }
   const int64_t out_per_group = out_channels / group;
   // Strides by logical dim; the 1-D form has no H stride (H = 1).
-  const std::vector<int64_t> xs = layout_strides_of(args.inputs[0]);
+  std::vector<int64_t> xs = layout_strides_of(args.inputs[0]);
+  // The expanded image, planar [C, H, W]: only the tile's channels and the
+  // rows its outputs read are computed.
+  std::vector<float> expanded;
+  const std::vector<int64_t> x_in_strides = xs;
+  if (fused_expand) {
+    expanded.assign(static_cast<size_t>(channels * in_h * in_w), 0.0f);
+    xs = {0, in_h * in_w, in_w, 1};
+  }
   const std::vector<int64_t> ys = layout_strides_of(args.output);
   const int64_t x_sc = xs[1], x_sh = is_1d ? 0 : xs[2], x_sw = xs[rank - 1];
   const int64_t y_sc = ys[1], y_sh = is_1d ? 0 : ys[2], y_sw = ys[rank - 1];
@@ -88,10 +106,30 @@ void conv(const TileArgs& args) {
   if (r.empty()) return;
   const int64_t oh_begin = is_1d ? 0 : r.begin[2], oh_end = is_1d ? 1 : r.end[2];
   const int64_t ow_begin = r.begin[rank - 1], ow_end = r.end[rank - 1];
-  const float* x = args.inputs[0].data;
+  const float* x = fused_expand ? expanded.data() : args.inputs[0].data;
   const float* w = args.inputs[1].data;
 
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
+    if (fused_expand) {
+      const int64_t ih_lo = std::max<int64_t>(0, oh_begin * stride_h - pad_top);
+      const int64_t ih_hi =
+          std::min(in_h, (oh_end - 1) * stride_h - pad_top + (k_h - 1) * dilation_h + 1);
+      const float* ew = args.inputs[expand_at].data;
+      const float* eb = args.inputs[expand_at + 1].data;
+      const float* xn = args.inputs[0].data + n * x_in_strides[0];
+      const int64_t cin = x_shape[1];
+      for (int64_t c = r.begin[1]; c < r.end[1]; ++c)
+        for (int64_t ih = ih_lo; ih < ih_hi; ++ih)
+          for (int64_t iw = 0; iw < in_w; ++iw) {
+            float v = 0.0f;
+            for (int64_t ci = 0; ci < cin; ++ci)
+              v += ew[c * cin + ci] *
+                   xn[ci * x_in_strides[1] + ih * x_in_strides[2] + iw * x_in_strides[3]];
+            v += eb[c];
+            expanded[static_cast<size_t>((c * in_h + ih) * in_w + iw)] =
+                activate(attrs.expand_activation, v, attrs.expand_clip_min, attrs.expand_clip_max);
+          }
+    }
     for (int64_t m = r.begin[1]; m < r.end[1]; ++m) {
       const int64_t first_channel = (m / out_per_group) * group_channels;
       for (int64_t oh = oh_begin; oh < oh_end; ++oh) {

@@ -195,6 +195,7 @@ std::optional<std::string> shape_applies(const graph::Operator& op,
   // weights, group == 1) are exactly this kernel's too.
   if (auto why = cpu::conv_gemm_applies(op, inputs)) return why;
   if (auto why = cpu::refuse_fused_input_scale(op)) return why;
+  if (auto why = cpu::refuse_fused_expand(op)) return why;
   if (auto why = cpu::conv_geometry(op, *inputs[0].shape, *inputs[1].shape, g)) return why;
   ConvSparsePrepared plan;
   std::vector<int64_t> phase_index;

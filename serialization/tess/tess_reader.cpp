@@ -75,7 +75,7 @@ InputBounds input_bounds(graph::OpType type) {
   using graph::OpType;
   switch (type) {
     case OpType::Conv:
-      return {2, 5};  // X, W, B; a fused residual is input 3, a fused input scale last
+      return {2, 6};  // X, W, B; a fused residual is input 3, then an input scale or an expansion
     case OpType::Gemm:
       return {2, 4};  // A, B, C; a fused residual is input 3
     case OpType::MatMul:
@@ -462,6 +462,12 @@ class TessLoader {
     a.gelu_tanh = fa->gelu_tanh();
     a.fused_residual = fa->fused_residual();
     a.fused_input_scale = fa->fused_input_scale();
+    a.fused_expand = fa->fused_expand();
+    if (fa->expand_activation() > static_cast<uint8_t>(graph::kLastActivation))
+      fail("unknown fused expansion activation " + std::to_string(fa->expand_activation()));
+    a.expand_activation = static_cast<graph::Activation>(fa->expand_activation());
+    a.expand_clip_min = fa->expand_clip_min();
+    a.expand_clip_max = fa->expand_clip_max();
     // Enum values past the last known one are caught by graph::infer_output_shape.
     a.pad_mode = static_cast<graph::PadMode>(fa->pad_mode());
     a.pad_value = fa->pad_value();

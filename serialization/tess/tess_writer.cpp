@@ -51,7 +51,8 @@ flatbuffers::Offset<fb::OpAttributes> write_attributes(flatbuffers::FlatBufferBu
       starts, steps, axes, a.keepdims, a.gelu_tanh, a.fused_residual,
       static_cast<uint8_t>(a.pad_mode), a.pad_value, static_cast<uint8_t>(a.resize_mode),
       static_cast<uint8_t>(a.coordinate_mode), static_cast<uint8_t>(a.nearest_mode), scales,
-      static_cast<uint8_t>(a.weight_bits), a.fused_input_scale);
+      static_cast<uint8_t>(a.weight_bits), a.fused_input_scale, a.fused_expand,
+      static_cast<uint8_t>(a.expand_activation), a.expand_clip_min, a.expand_clip_max);
 }
 
 }  // namespace

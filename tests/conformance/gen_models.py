@@ -516,6 +516,23 @@ def net_mobilenet(rng, batch):
   return b.model([x], 13, "mobilenet"), b.input_values
 
 
+def net_mobilenet_wide(rng, batch):
+  # Inverted residual blocks whose expanded maps are 1 MiB per image (64
+  # channels on 64x64): Tessera fuses each 1x1 expansion into its depthwise
+  # conv (graph/fuse_expand_depthwise.hpp, cpu.conv_expand_depthwise).
+  # The stem keeps the first block's input off the model input (NCHW).
+  b = GraphBuilder(rng)
+  x = b.input([batch, 3, 64, 64], name="input.1")
+  x = relu6(b, conv_bn(b, x, 3, 8, 3))
+  y = relu6(b, conv_bn(b, x, 8, 64, 1))
+  y = relu6(b, conv_bn(b, y, 64, 64, 3, group=64))
+  x = b.node("Add", [x, conv_bn(b, y, 64, 8, 1)])
+  y = relu6(b, conv_bn(b, x, 8, 64, 1))
+  y = relu6(b, conv_bn(b, y, 64, 64, 3, stride=2, group=64))
+  x = conv_bn(b, y, 64, 16, 1)
+  return b.model([x], 13, "mobilenet_wide"), b.input_values
+
+
 def net_classifier_head(rng, batch):
   b = GraphBuilder(rng)
   x = b.input([batch, 4, 9, 7], name="feat")
@@ -548,6 +565,7 @@ NETWORKS = {
     "net_b2_resnet_wide": net_resnet_wide,
     "net_c_inception": net_inception,
     "net_d_mobilenet": net_mobilenet,
+    "net_d2_mobilenet_wide": net_mobilenet_wide,
     "net_e_classifier_head": net_classifier_head,
     "net_f_mlp": net_mlp,
 }

@@ -897,6 +897,241 @@ TEST_CASE("cpu.conv_depthwise NHWC: pixel blocks, borders and channel tails unde
   }
 }
 
+// A depthwise conv over C channels with a fused 1x1 expansion from cin
+// channels (attrs.fused_expand): X [N, cin, H, W], then the inputs of the
+// depthwise spec (its bias always present), then EW [C, cin, 1, 1] and EB
+// [C]. X, Y and the residual NHWC, as cpu.conv_expand_depthwise needs.
+std::optional<OpCase> expand_depthwise_case(ConvSpec spec, int64_t cin, Activation expand,
+                                            const std::string& label) {
+  spec.bias = true;
+  std::optional<OpCase> c = conv_case(spec, label);
+  if (!c) return c;
+  graph::OpAttributes& a = c->op.attrs;
+  a.fused_expand = true;
+  a.expand_activation = expand;
+  a.expand_clip_min = -0.5f;
+  a.expand_clip_max = 0.75f;
+  c->inputs[0][1] = cin;
+  c->inputs.push_back({spec.channels, cin, 1, 1});
+  c->inputs.push_back({spec.channels});
+  c->constant.push_back(true);
+  c->constant.push_back(true);
+  c->depth = spec.k_h * spec.k_w * cin;
+  make_nhwc(*c);
+  return c;
+}
+
+TEST_CASE("the reference's fused expansion is the 1x1 conv, then the depthwise conv, bit for bit") {
+  std::mt19937_64 rng(base_seed() + 29);
+  for (int i = 0; i < 40;) {
+    ConvSpec spec = random_nhwc_depthwise_spec(rng);
+    if (spec.one_d) continue;
+    const int64_t cin = pick<int64_t>(rng, {1, 3, 8, 17});
+    const Activation expand =
+        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Silu});
+    std::optional<OpCase> fused = expand_depthwise_case(spec, cin, expand, "reference");
+    if (!fused) continue;
+    ++i;
+    INFO(describe(*fused));
+    std::vector<std::vector<float>> data(fused->inputs.size());
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (size_t t = 0; t < data.size(); ++t) {
+      data[t].resize(static_cast<size_t>(graph::shape_numel(fused->inputs[t])));
+      for (float& x : data[t]) x = dist(rng);
+    }
+    const TileKernelVariant* reference =
+        kernels::find_tile_kernel_variant(OpType::Conv, "reference");
+    auto run = [&](const graph::Operator& op, std::vector<size_t> which, const Shape& out_shape,
+                   std::vector<std::vector<float>>& all) {
+      std::vector<ConstTensorView> views;
+      for (size_t t : which) views.push_back({all[t].data(), &fused->inputs[t]});
+      std::vector<float> out(static_cast<size_t>(graph::shape_numel(out_shape)));
+      const graph::Region whole = graph::Region::whole(out_shape);
+      reference->run({.op = &op,
+                      .inputs = views.data(),
+                      .input_count = views.size(),
+                      .output = {out.data(), &out_shape},
+                      .region = &whole});
+      return out;
+    };
+    // The unfused pair: E = act(Conv1x1(X)), then the depthwise conv on E.
+    const size_t e = graph::expand_weight_input(fused->op.attrs);
+    graph::Operator expand_op;
+    expand_op.type = OpType::Conv;
+    expand_op.attrs.kernel_shape = {1, 1};
+    expand_op.attrs.strides = {1, 1};
+    expand_op.attrs.pads = {0, 0, 0, 0};
+    expand_op.attrs.dilations = {1, 1};
+    expand_op.attrs.activation = expand;
+    expand_op.attrs.clip_min = fused->op.attrs.expand_clip_min;
+    expand_op.attrs.clip_max = fused->op.attrs.expand_clip_max;
+    const Shape& x = fused->inputs[0];
+    const Shape e_shape = {x[0], spec.channels, x[2], x[3]};
+    const size_t count = fused->inputs.size();
+    data.push_back(run(expand_op, {0, e, e + 1}, e_shape, data));
+    fused->inputs.push_back(e_shape);  // index count: E, for the views
+    graph::Operator dw_op = fused->op;
+    dw_op.attrs.fused_expand = false;
+    std::vector<size_t> dw_inputs = {count, 1, 2};
+    if (dw_op.attrs.fused_residual) dw_inputs.push_back(3);
+    const std::vector<float> unfused = run(dw_op, dw_inputs, fused->output, data);
+    std::vector<size_t> all_inputs(count);
+    for (size_t t = 0; t < count; ++t) all_inputs[t] = t;
+    const std::vector<float> direct = run(fused->op, all_inputs, fused->output, data);
+    int64_t bad = 0;
+    for (size_t t = 0; t < unfused.size(); ++t)
+      if (!same_bits(unfused[t], direct[t]) && bad++ < 5)
+        FAIL_CHECK("y[", t, "] = ", direct[t], ", unfused ", unfused[t]);
+    CHECK(bad == 0);
+  }
+}
+
+// cpu.conv_expand_depthwise against the reference: MobileNetV2's block
+// shapes scaled down, one large enough that a tile's rows take several
+// chunks of the band (the rows two chunks share moved, not recomputed), and
+// random depthwise shapes (kernels, strides, dilations, pads, residuals,
+// activations) with random input widths; check_case's random tiles cut
+// rows, columns (so the band holds only the columns a tile reads) and
+// channels, under every ISA.
+TEST_CASE("cpu.conv_expand_depthwise matches the reference") {
+  uint64_t seed = base_seed() * 7919u + 5000;
+  struct Named {
+    ConvSpec spec;
+    int64_t cin;
+    Activation expand;
+  };
+  const Named named[] = {
+      {{.channels = 96,
+        .out_channels = 96,
+        .in_h = 12,
+        .in_w = 12,
+        .k_h = 3,
+        .k_w = 3,
+        .stride_h = 2,
+        .stride_w = 2,
+        .pad_top = 1,
+        .pad_left = 1,
+        .pad_bottom = 1,
+        .pad_right = 1,
+        .group = 96,
+        .activation = Activation::Clip},
+       16,
+       Activation::Clip},
+      {{.channels = 144,
+        .out_channels = 144,
+        .in_h = 9,
+        .in_w = 10,
+        .k_h = 3,
+        .k_w = 3,
+        .pad_top = 1,
+        .pad_left = 1,
+        .pad_bottom = 1,
+        .pad_right = 1,
+        .group = 144,
+        .activation = Activation::Clip},
+       24,
+       Activation::Clip},
+      // 48 × 160 floats per band row: 17 rows of 512 KiB, so the 40 rows
+      // of a whole-height tile run as three chunks.
+      {{.channels = 160,
+        .out_channels = 160,
+        .in_h = 40,
+        .in_w = 48,
+        .k_h = 3,
+        .k_w = 3,
+        .pad_top = 1,
+        .pad_left = 1,
+        .pad_bottom = 1,
+        .pad_right = 1,
+        .group = 160,
+        .activation = Activation::Relu,
+        .residual = true},
+       8,
+       Activation::Silu},
+      {{.batch = 2,
+        .channels = 170,
+        .out_channels = 170,
+        .in_h = 37,
+        .in_w = 45,
+        .k_h = 5,
+        .k_w = 5,
+        .stride_h = 2,
+        .stride_w = 2,
+        .pad_top = 2,
+        .pad_left = 2,
+        .pad_bottom = 2,
+        .pad_right = 2,
+        .group = 170,
+        .activation = Activation::Silu},
+       5,
+       Activation::None},
+  };
+  for (const Named& n : named) {
+    std::optional<OpCase> c = expand_depthwise_case(n.spec, n.cin, n.expand, "expand named");
+    REQUIRE(c.has_value());
+    check_case("cpu.conv_expand_depthwise", *c, seed++);
+  }
+  std::mt19937_64 rng(base_seed() + 31);
+  for (int i = 0; i < 60;) {
+    ConvSpec spec = random_nhwc_depthwise_spec(rng);
+    const int64_t cin = pick<int64_t>(rng, {1, 3, 8, 16, 17, 40});
+    const Activation expand = pick(rng, {Activation::None, Activation::Relu, Activation::Clip,
+                                         Activation::Sigmoid, Activation::Silu});
+    std::optional<OpCase> c = expand_depthwise_case(spec, cin, expand, "expand random");
+    if (!c) continue;
+    check_case("cpu.conv_expand_depthwise", *c, seed++);
+    ++i;
+  }
+}
+
+TEST_CASE("cpu.conv_expand_depthwise refuses NCHW operands and unfused convs") {
+  const ConvSpec spec{.channels = 16,
+                      .out_channels = 16,
+                      .in_h = 5,
+                      .in_w = 5,
+                      .k_h = 3,
+                      .k_w = 3,
+                      .pad_top = 1,
+                      .pad_left = 1,
+                      .pad_bottom = 1,
+                      .pad_right = 1,
+                      .group = 16};
+  std::optional<OpCase> c = expand_depthwise_case(spec, 4, Activation::Relu, "refusals");
+  REQUIRE(c.has_value());
+  const TileKernelVariant* fused =
+      kernels::find_tile_kernel_variant(OpType::Conv, "cpu.conv_expand_depthwise");
+  REQUIRE(fused != nullptr);
+  std::vector<std::vector<float>> data(c->inputs.size());
+  std::vector<ConstTensorView> views(c->inputs.size());
+  for (size_t i = 0; i < c->inputs.size(); ++i) {
+    data[i].assign(static_cast<size_t>(graph::shape_numel(c->inputs[i])), 0.5f);
+    views[i] = {c->constant[i] ? data[i].data() : nullptr, &c->inputs[i], input_layout(*c, i)};
+  }
+  CHECK_FALSE(fused->applies(c->op, views).has_value());
+  views[0].layout = graph::Layout::NCHW;
+  const std::optional<std::string> nchw = fused->applies(c->op, views);
+  REQUIRE(nchw.has_value());
+  CHECK(nchw->find("NHWC") != std::string::npos);
+  views[0].layout = graph::Layout::NHWC;
+  // The other conv variants leave a fused expansion alone.
+  for (const char* other : {"cpu.conv_depthwise", "cpu.conv_gemm", "cpu.conv_winograd"}) {
+    const TileKernelVariant* v = kernels::find_tile_kernel_variant(OpType::Conv, other);
+    REQUIRE(v != nullptr);
+    const std::optional<std::string> why = v->applies(c->op, views);
+    INFO(other);
+    REQUIRE(why.has_value());
+    CHECK(why->find("expansion") != std::string::npos);
+  }
+  std::optional<OpCase> plain = conv_case(spec, "plain depthwise");
+  REQUIRE(plain.has_value());
+  std::vector<ConstTensorView> plain_views;
+  for (size_t i = 0; i < plain->inputs.size(); ++i)
+    plain_views.push_back({nullptr, &plain->inputs[i], graph::Layout::NHWC});
+  const std::optional<std::string> unfused = fused->applies(plain->op, plain_views);
+  REQUIRE(unfused.has_value());
+  CHECK(unfused->find("no fused 1x1 expansion") != std::string::npos);
+}
+
 // The dataflow executor promises bitwise-identical outputs for any thread
 // count, i.e. for any tiling: a channel must give the same bits whether it
 // falls in a two-vector block, a single vector or the scalar tail of its

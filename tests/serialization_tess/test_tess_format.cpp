@@ -200,9 +200,12 @@ bool same_attributes(const graph::OpAttributes& a, const graph::OpAttributes& b)
          a.steps == b.steps && a.axes == b.axes && a.keepdims == b.keepdims &&
          a.gelu_tanh == b.gelu_tanh && a.activation == b.activation &&
          a.fused_residual == b.fused_residual && a.fused_input_scale == b.fused_input_scale &&
-         a.pad_mode == b.pad_mode && same_bits(a.pad_value, b.pad_value) &&
-         a.resize_mode == b.resize_mode && a.coordinate_mode == b.coordinate_mode &&
-         a.nearest_mode == b.nearest_mode && a.scales.size() == b.scales.size() &&
+         a.fused_expand == b.fused_expand && a.expand_activation == b.expand_activation &&
+         same_bits(a.expand_clip_min, b.expand_clip_min) &&
+         same_bits(a.expand_clip_max, b.expand_clip_max) && a.pad_mode == b.pad_mode &&
+         same_bits(a.pad_value, b.pad_value) && a.resize_mode == b.resize_mode &&
+         a.coordinate_mode == b.coordinate_mode && a.nearest_mode == b.nearest_mode &&
+         a.scales.size() == b.scales.size() &&
          std::equal(a.scales.begin(), a.scales.end(), b.scales.begin(), same_bits);
 }
 
@@ -401,6 +404,69 @@ TEST_CASE("a MatMul with a fused bias and GELU epilogue survives a round trip") 
     CHECK(back.ops[0].attrs.activation ==
           (tanh ? graph::Activation::GeluTanh : graph::Activation::Gelu));
   }
+}
+
+TEST_CASE("a depthwise conv with a fused 1x1 expansion survives a round trip") {
+  // Conv 1x1 (4 -> 64, Clip) then a depthwise 3x3 over a 64×64 map: 1 MiB
+  // expanded, so the compiler fuses the pair (graph/fuse_expand_depthwise.hpp).
+  graph::Graph g;
+  auto tensor = [&](std::string name, graph::Shape shape, bool weight) {
+    graph::TensorInfo info{std::move(name), std::move(shape), graph::DType::Float32, weight, {}};
+    if (weight) info.weight.assign(static_cast<size_t>(graph::shape_numel(info.shape)), 0.25f);
+    g.tensors.push_back(std::move(info));
+    return static_cast<int32_t>(g.tensors.size() - 1);
+  };
+  const int32_t in = tensor("in", {1, 4, 64, 64}, false);
+  const int32_t x = tensor("x", {1, 4, 64, 64}, false), ew = tensor("ew", {64, 4, 1, 1}, true);
+  const int32_t e = tensor("e", {1, 64, 64, 64}, false), w = tensor("w", {64, 1, 3, 3}, true);
+  const int32_t y = tensor("y", {1, 64, 64, 64}, false);
+  auto conv = [&](std::string name, std::vector<int32_t> in, int32_t out, int64_t k,
+                  int64_t group) {
+    graph::Operator o;
+    o.name = std::move(name);
+    o.type = OpType::Conv;
+    o.attrs.kernel_shape = {k, k};
+    o.attrs.strides = {1, 1};
+    o.attrs.dilations = {1, 1};
+    o.attrs.pads = {k / 2, k / 2, k / 2, k / 2};
+    o.attrs.group = group;
+    o.attrs.activation = graph::Activation::Clip;
+    o.attrs.clip_min = 0.0f;
+    o.attrs.clip_max = 6.0f;
+    o.inputs = std::move(in);
+    o.outputs = {out};
+    g.ops.push_back(std::move(o));
+  };
+  const int32_t out = tensor("out", {1, 64, 64, 64}, false);
+  // Relu before and after: model inputs and outputs stay NCHW, and the
+  // fused kernel is NHWC only, so the pass leaves a pair touching them.
+  auto relu = [&](int32_t from, int32_t to) {
+    graph::Operator o;
+    o.name = "relu" + std::to_string(from);
+    o.type = OpType::Relu;
+    o.inputs = {from};
+    o.outputs = {to};
+    g.ops.push_back(std::move(o));
+  };
+  relu(in, x);
+  conv("expand", {x, ew}, e, 1, 1);
+  conv("dw", {e, w}, y, 3, 64);
+  relu(y, out);
+  g.inputs = {in};
+  g.outputs = {out};
+  const TileGraph tg =
+      graph::compile_graph(g, graph::CompileOptions{.tiles = 2, .target = "test"}, nullptr);
+  REQUIRE(tg.ops.size() == 3);
+  REQUIRE(tg.ops[1].attrs.fused_expand);
+  const std::vector<uint8_t> bytes = serialize_tess(tg);
+  const TileGraph back = read_exact_copy(bytes, bytes.size());
+  check_same_graph(tg, back);
+  CHECK(back.ops[1].attrs.fused_expand);
+  CHECK(back.ops[1].attrs.expand_activation == graph::Activation::Clip);
+  CHECK(back.ops[1].attrs.expand_clip_max == 6.0f);
+  REQUIRE(back.ops[1].inputs.size() == 5);
+  CHECK(back.tensors[static_cast<size_t>(back.ops[1].inputs[3])].shape ==
+        graph::Shape{64, 4, 1, 1});
 }
 
 TEST_CASE("serialize_tess places weight data on 64-byte boundaries of the image") {

@@ -15,10 +15,6 @@ namespace {
 // most, those from 28×28 down tied (tessera run --profile, 1 thread).
 constexpr int64_t kMinExpandedBytes = 1 << 20;
 
-bool all_equal(const std::vector<int64_t>& values, int64_t v) {
-  return std::all_of(values.begin(), values.end(), [v](int64_t x) { return x == v; });
-}
-
 bool epilogue_activation(Activation a) {
   return a == Activation::None || a == Activation::Relu || a == Activation::Clip ||
          a == Activation::Sigmoid || a == Activation::Silu;
@@ -31,8 +27,7 @@ bool expansion_conv(const Graph& graph, const Operator& conv) {
   if (conv.type != OpType::Conv || conv.inputs.size() < 2 || conv.inputs.size() > 3) return false;
   const OpAttributes& a = conv.attrs;
   if (a.fused_residual || a.fused_input_scale || a.fused_expand ||
-      !epilogue_activation(a.activation) || a.group != 1 || !all_equal(a.strides, 1) ||
-      !all_equal(a.pads, 0) || !all_equal(a.dilations, 1))
+      !epilogue_activation(a.activation) || !pointwise_attributes(a))
     return false;
   const TensorInfo& x = graph.tensors[static_cast<size_t>(conv.inputs[0])];
   const TensorInfo& w = graph.tensors[static_cast<size_t>(conv.inputs[1])];
@@ -62,9 +57,7 @@ bool depthwise_conv(const Graph& graph, const Operator& conv, int64_t channels) 
 std::vector<RewrittenPattern> fuse_expand_depthwise(Graph& graph) {
   std::vector<RewrittenPattern> fused;
   GraphUses uses(graph);
-  std::vector<int32_t> reader(graph.tensors.size(), -1);
-  for (size_t i = 0; i < graph.ops.size(); ++i)
-    for (int32_t t : graph.ops[i].inputs) reader[static_cast<size_t>(t)] = static_cast<int32_t>(i);
+  const std::vector<int32_t> reader = last_readers(graph);
   std::vector<bool> removed(graph.ops.size(), false);
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     Operator& expand = graph.ops[i];

@@ -8,18 +8,13 @@ namespace tessera::graph {
 
 namespace {
 
-bool all_equal(const std::vector<int64_t>& values, int64_t v) {
-  return std::all_of(values.begin(), values.end(), [v](int64_t x) { return x == v; });
-}
-
 // A 1x1 stride-1 unpadded group-1 conv with constant [OC, C, 1, 1] weights.
 bool pointwise_conv(const Graph& graph, const Operator& conv, int64_t channels) {
   if (conv.type != OpType::Conv || conv.attrs.fused_input_scale || conv.inputs.size() < 2)
     return false;
   const TensorInfo& w = graph.tensors[static_cast<size_t>(conv.inputs[1])];
   return w.is_weight && w.shape.size() == 4 && w.shape[1] == channels && w.shape[2] == 1 &&
-         w.shape[3] == 1 && conv.attrs.group == 1 && all_equal(conv.attrs.strides, 1) &&
-         all_equal(conv.attrs.pads, 0) && all_equal(conv.attrs.dilations, 1);
+         w.shape[3] == 1 && pointwise_attributes(conv.attrs);
 }
 
 }  // namespace
@@ -28,9 +23,7 @@ std::vector<RewrittenPattern> fuse_input_scales(Graph& graph) {
   std::vector<RewrittenPattern> fused;
   GraphUses uses(graph);
   // Which op reads each tensor, when exactly one op reads it once.
-  std::vector<int32_t> reader(graph.tensors.size(), -1);
-  for (size_t i = 0; i < graph.ops.size(); ++i)
-    for (int32_t t : graph.ops[i].inputs) reader[static_cast<size_t>(t)] = static_cast<int32_t>(i);
+  const std::vector<int32_t> reader = last_readers(graph);
   std::vector<bool> removed(graph.ops.size(), false);
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     const Operator& mul = graph.ops[i];

@@ -42,6 +42,24 @@ struct GraphUses {
   }
 };
 
+// Per tensor, the index of the last op that reads it (-1: none): the only
+// reader where GraphUses::consumers says it is read once.
+inline std::vector<int32_t> last_readers(const Graph& graph) {
+  std::vector<int32_t> reader(graph.tensors.size(), -1);
+  for (size_t i = 0; i < graph.ops.size(); ++i)
+    for (int32_t t : graph.ops[i].inputs) reader[static_cast<size_t>(t)] = static_cast<int32_t>(i);
+  return reader;
+}
+
+// A Conv's attributes leave a 1x1 kernel a per-pixel matrix product: stride
+// 1, no padding, dilation 1, group 1.
+inline bool pointwise_attributes(const OpAttributes& a) {
+  const auto all = [](const std::vector<int64_t>& values, int64_t v) {
+    return std::all_of(values.begin(), values.end(), [v](int64_t x) { return x == v; });
+  };
+  return a.group == 1 && all(a.strides, 1) && all(a.pads, 0) && all(a.dilations, 1);
+}
+
 // Whether t is a constant with one element (any rank) within a relative
 // tolerance of `expected`: exporters write sqrt(2), sqrt(2 / pi) etc. with
 // float rounding or fewer digits.

@@ -11,12 +11,12 @@
 // never goes to memory: the unfused pair wrote it out (with a read for
 // ownership of every line) and read it back.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "graph/error.hpp"
+#include "kernels/cpu/aligned_scratch.hpp"
 #include "kernels/cpu/conv_depthwise_nhwc.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 
@@ -28,27 +28,6 @@ constexpr std::string_view kVariant = "cpu.conv_expand_depthwise";
 // The band of expanded rows: half of Sapphire Rapids' 2 MiB L2, beside the
 // packed expansion weights and the depthwise output rows.
 constexpr int64_t kBandBytes = 512 * 1024;
-
-// The per-thread band, 64-byte aligned like the arena's tensors: a
-// std::vector's 16-byte alignment split every vector load of the
-// depthwise taps and every store of the GEMM across two cache lines.
-struct BandBuffer {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float[], Free> data;
-  int64_t floats = 0;
-
-  float* at_least(int64_t n) {
-    if (n > floats) {
-      const size_t bytes = static_cast<size_t>((n * 4 + 63) / 64 * 64);
-      data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-      if (!data) throw std::bad_alloc();
-      floats = n;
-    }
-    return data.get();
-  }
-};
 
 struct ExpandDepthwisePrepared {
   PackedMatrix expand;    // EW viewed [C, Cin], packed as the transposed B (K = Cin, N = C)
@@ -147,7 +126,10 @@ void conv_expand_depthwise(const TileArgs& args) {
   const int64_t chunk =
       std::clamp<int64_t>((band_rows_max - span_h) / g.stride_h + 1, 1, oh1 - oh0);
   const int64_t band_capacity = (chunk - 1) * g.stride_h + span_h;
-  thread_local BandBuffer band_buffer;
+  // 64-byte aligned: in a std::vector (16-byte aligned) every vector load of
+  // the depthwise taps and store of the GEMM split across two cache lines,
+  // and EfficientNet-B0's fused blocks ran slower than the unfused pairs.
+  thread_local AlignedScratch band_buffer;
   float* band = band_buffer.at_least(band_capacity * row_floats);
 
   const GemmEpilogue expand_epilogue{.bias = args.inputs[e + 1].data,

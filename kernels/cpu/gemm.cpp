@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/aligned_scratch.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 
@@ -107,33 +108,10 @@ const GemmMicrokernel& first_microkernel(GemmIsa isa) {
   throw std::invalid_argument("no SGEMM microkernel for ISA " + std::string(gemm_isa_name(isa)));
 }
 
-float* allocate_aligned(size_t floats) {
-  const size_t bytes = (std::max<size_t>(floats, 1) * sizeof(float) + 63) / 64 * 64;
-  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-
 // Per-thread scratch, grown on a thread's first call (and when the blocking
 // grows), never per call: the packed block of A.
-struct GemmScratch {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float[], Free> a_block;
-  int64_t a_block_floats = 0;
-
-  float* a_block_for(int64_t floats) {
-    if (floats > a_block_floats) {
-      a_block.reset(allocate_aligned(static_cast<size_t>(floats)));
-      a_block_floats = floats;
-    }
-    return a_block.get();
-  }
-};
-
-GemmScratch& thread_scratch() {
-  thread_local GemmScratch scratch;
+AlignedScratch& thread_a_block() {
+  thread_local AlignedScratch scratch;
   return scratch;
 }
 
@@ -265,7 +243,7 @@ PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool tran
   const int64_t nr = kernel.nr;
   const int64_t panels = (n + nr - 1) / nr;
   PackedMatrix packed;
-  packed.data_.reset(allocate_aligned(static_cast<size_t>(panels * k * nr)));
+  packed.data_.reset(allocate_aligned_floats(static_cast<size_t>(panels * k * nr)));
   packed.k_ = k;
   packed.n_ = n;
   packed.kernel_ = &kernel;
@@ -299,7 +277,6 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
   const GemmMicrokernel& kernel = b.microkernel();
   const int mr = kernel.mr;
   const int64_t nr = kernel.nr, k = b.k();
-  GemmScratch& scratch = thread_scratch();
   const int64_t panel_begin = tile.n0 / nr, panel_end = (tile.n1 + nr - 1) / nr;
   const GemmBlocking blocking = gemm_blocking_for(kernel);
   // Equal slices no longer than 1.25 × blocking.kc: K = 1152 runs as one
@@ -324,7 +301,7 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
   const int64_t rows_per_block = std::max<int64_t>(1, blocking.mc / mr) * mr;
   const bool pack_a = !a_offsets && tile.n1 - tile.n0 >= blocking.pack_a_min_columns;
   float* a_block =
-      pack_a ? scratch.a_block_for(std::min(rows_per_block, tile.m1 - tile.m0 + mr) * kc_max)
+      pack_a ? thread_a_block().at_least(std::min(rows_per_block, tile.m1 - tile.m0 + mr) * kc_max)
              : nullptr;
 
   GemmMicrotileEpilogue micro_ep{.bias_kind = epilogue.bias_kind,

@@ -897,6 +897,29 @@ TEST_CASE("cpu.conv_depthwise NHWC: pixel blocks, borders and channel tails unde
   }
 }
 
+// A k×k depthwise conv over `channels` channels of an in_h × in_w map, the
+// same stride both ways and a "same" padding of k / 2 on every side.
+ConvSpec square_depthwise(int64_t channels, int64_t in_h, int64_t in_w, int64_t k, int64_t stride,
+                          Activation activation, int64_t batch = 1, bool residual = false) {
+  const int64_t pad = k / 2;
+  return {.batch = batch,
+          .channels = channels,
+          .out_channels = channels,
+          .in_h = in_h,
+          .in_w = in_w,
+          .k_h = k,
+          .k_w = k,
+          .stride_h = stride,
+          .stride_w = stride,
+          .pad_top = pad,
+          .pad_left = pad,
+          .pad_bottom = pad,
+          .pad_right = pad,
+          .group = channels,
+          .activation = activation,
+          .residual = residual};
+}
+
 // A depthwise conv over C channels with a fused 1x1 expansion from cin
 // channels (attrs.fused_expand): X [N, cin, H, W], then the inputs of the
 // depthwise spec (its bias always present), then EW [C, cin, 1, 1] and EB
@@ -1001,70 +1024,12 @@ TEST_CASE("cpu.conv_expand_depthwise matches the reference") {
     Activation expand;
   };
   const Named named[] = {
-      {{.channels = 96,
-        .out_channels = 96,
-        .in_h = 12,
-        .in_w = 12,
-        .k_h = 3,
-        .k_w = 3,
-        .stride_h = 2,
-        .stride_w = 2,
-        .pad_top = 1,
-        .pad_left = 1,
-        .pad_bottom = 1,
-        .pad_right = 1,
-        .group = 96,
-        .activation = Activation::Clip},
-       16,
-       Activation::Clip},
-      {{.channels = 144,
-        .out_channels = 144,
-        .in_h = 9,
-        .in_w = 10,
-        .k_h = 3,
-        .k_w = 3,
-        .pad_top = 1,
-        .pad_left = 1,
-        .pad_bottom = 1,
-        .pad_right = 1,
-        .group = 144,
-        .activation = Activation::Clip},
-       24,
-       Activation::Clip},
+      {square_depthwise(96, 12, 12, 3, 2, Activation::Clip), 16, Activation::Clip},
+      {square_depthwise(144, 9, 10, 3, 1, Activation::Clip), 24, Activation::Clip},
       // 48 × 160 floats per band row: 17 rows of 512 KiB, so the 40 rows
       // of a whole-height tile run as three chunks.
-      {{.channels = 160,
-        .out_channels = 160,
-        .in_h = 40,
-        .in_w = 48,
-        .k_h = 3,
-        .k_w = 3,
-        .pad_top = 1,
-        .pad_left = 1,
-        .pad_bottom = 1,
-        .pad_right = 1,
-        .group = 160,
-        .activation = Activation::Relu,
-        .residual = true},
-       8,
-       Activation::Silu},
-      {{.batch = 2,
-        .channels = 170,
-        .out_channels = 170,
-        .in_h = 37,
-        .in_w = 45,
-        .k_h = 5,
-        .k_w = 5,
-        .stride_h = 2,
-        .stride_w = 2,
-        .pad_top = 2,
-        .pad_left = 2,
-        .pad_bottom = 2,
-        .pad_right = 2,
-        .group = 170,
-        .activation = Activation::Silu},
-       5,
-       Activation::None},
+      {square_depthwise(160, 40, 48, 3, 1, Activation::Relu, 1, true), 8, Activation::Silu},
+      {square_depthwise(170, 37, 45, 5, 2, Activation::Silu, 2), 5, Activation::None},
   };
   for (const Named& n : named) {
     std::optional<OpCase> c = expand_depthwise_case(n.spec, n.cin, n.expand, "expand named");
@@ -1085,17 +1050,7 @@ TEST_CASE("cpu.conv_expand_depthwise matches the reference") {
 }
 
 TEST_CASE("cpu.conv_expand_depthwise refuses NCHW operands and unfused convs") {
-  const ConvSpec spec{.channels = 16,
-                      .out_channels = 16,
-                      .in_h = 5,
-                      .in_w = 5,
-                      .k_h = 3,
-                      .k_w = 3,
-                      .pad_top = 1,
-                      .pad_left = 1,
-                      .pad_bottom = 1,
-                      .pad_right = 1,
-                      .group = 16};
+  const ConvSpec spec = square_depthwise(16, 5, 5, 3, 1, Activation::None);
   std::optional<OpCase> c = expand_depthwise_case(spec, 4, Activation::Relu, "refusals");
   REQUIRE(c.has_value());
   const TileKernelVariant* fused =

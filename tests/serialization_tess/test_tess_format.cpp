@@ -182,6 +182,14 @@ TestModel make_test_model(uint64_t seed) {
   return m;
 }
 
+// Appends a float32 tensor (a weight of 0.25s, or an activation) to g.
+int32_t add_tensor(graph::Graph& g, std::string name, graph::Shape shape, bool weight) {
+  graph::TensorInfo info{std::move(name), std::move(shape), graph::DType::Float32, weight, {}};
+  if (weight) info.weight.assign(static_cast<size_t>(graph::shape_numel(info.shape)), 0.25f);
+  g.tensors.push_back(std::move(info));
+  return static_cast<int32_t>(g.tensors.size() - 1);
+}
+
 bool same_bits(float a, float b) {
   return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
 }
@@ -371,10 +379,7 @@ TEST_CASE("a MatMul with a fused bias and GELU epilogue survives a round trip") 
     CAPTURE(tanh);
     graph::Graph g;
     auto tensor = [&](std::string name, graph::Shape shape, bool weight) {
-      graph::TensorInfo info{std::move(name), std::move(shape), graph::DType::Float32, weight, {}};
-      if (weight) info.weight.assign(static_cast<size_t>(graph::shape_numel(info.shape)), 0.25f);
-      g.tensors.push_back(std::move(info));
-      return static_cast<int32_t>(g.tensors.size() - 1);
+      return add_tensor(g, std::move(name), std::move(shape), weight);
     };
     const int32_t x = tensor("x", {2, 3, 5}, false), w = tensor("w", {5, 4}, true);
     const int32_t b = tensor("b", {1, 4}, true), y = tensor("y", {2, 3, 4}, false);
@@ -411,10 +416,7 @@ TEST_CASE("a depthwise conv with a fused 1x1 expansion survives a round trip") {
   // expanded, so the compiler fuses the pair (graph/fuse_expand_depthwise.hpp).
   graph::Graph g;
   auto tensor = [&](std::string name, graph::Shape shape, bool weight) {
-    graph::TensorInfo info{std::move(name), std::move(shape), graph::DType::Float32, weight, {}};
-    if (weight) info.weight.assign(static_cast<size_t>(graph::shape_numel(info.shape)), 0.25f);
-    g.tensors.push_back(std::move(info));
-    return static_cast<int32_t>(g.tensors.size() - 1);
+    return add_tensor(g, std::move(name), std::move(shape), weight);
   };
   const int32_t in = tensor("in", {1, 4, 64, 64}, false);
   const int32_t x = tensor("x", {1, 4, 64, 64}, false), ew = tensor("ew", {64, 4, 1, 1}, true);

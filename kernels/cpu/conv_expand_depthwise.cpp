@@ -138,8 +138,9 @@ void conv_expand_depthwise(const TileArgs& args) {
                                      .clip_min = attrs.expand_clip_min,
                                      .clip_max = attrs.expand_clip_max};
   // The depthwise conv over the band: its rows and columns are the image's
-  // from (band_top, iw_lo), so the band is an image whose padding grew by
-  // as much; taps outside it are outside the image for this chunk's outputs.
+  // from (need_lo, iw_lo) on, so the band is an image whose top and left
+  // padding grew by as much; taps outside it are outside the image for this
+  // chunk's outputs (the band holds every in-image row and column they read).
   ConvGeometry band_g = g;
   band_g.batch = 1;
   band_g.in_w = band_cols;

@@ -18,8 +18,8 @@ namespace tessera::kernels::cpu {
   }
 #define TESSERA_GEMM_MICROKERNEL(isa, function, pack_a_function, mr, nr) \
   TESSERA_GEMM_##isa(function, pack_a_function, mr, nr)
-#include "kernels/cpu/gemm_microkernels.inc"
 #include "kernels/cpu/gemm_edge_microkernels.inc"
+#include "kernels/cpu/gemm_microkernels.inc"
 #undef TESSERA_GEMM_MICROKERNEL
 
 }  // namespace tessera::kernels::cpu

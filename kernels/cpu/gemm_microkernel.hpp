@@ -52,8 +52,8 @@ struct GemmMicrokernelArgs {
 #define TESSERA_GEMM_MICROKERNEL(isa, function, pack_a_function, mr, nr) \
   void function(const GemmMicrokernelArgs& args);                        \
   void pack_a_function(const float* a, int64_t lda, int64_t rows, int64_t kc, float* out);
-#include "kernels/cpu/gemm_microkernels.inc"
 #include "kernels/cpu/gemm_edge_microkernels.inc"
+#include "kernels/cpu/gemm_microkernels.inc"
 #undef TESSERA_GEMM_MICROKERNEL
 
 }  // namespace tessera::kernels::cpu

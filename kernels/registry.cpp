@@ -141,6 +141,8 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::Slice, "cpu.slice", cpu::slice, nullptr, cpu::slice_applies, 10},
     {OpType::MaxPool, "cpu.maxpool", cpu::max_pool, nullptr, cpu::max_pool_applies, 10,
      kUniformLayout},
+    {OpType::AveragePool, "cpu.average_pool", cpu::average_pool, nullptr, cpu::average_pool_applies,
+     10, kUniformLayout},
     {OpType::GlobalAveragePool, "cpu.global_average_pool", cpu::global_average_pool, nullptr,
      cpu::global_average_pool_applies, 10, kAnyLayout},
     // Sparse-weight variants (kernels/sparse/sparse_ops.hpp): above the dense

@@ -64,6 +64,13 @@ void max_pool(const TileArgs& args);
 std::optional<std::string> max_pool_applies(const graph::Operator& op,
                                             std::span<const ConstTensorView> inputs);
 
+// pool_ops.cpp — "cpu.average_pool": 1-D/2-D AveragePool without dilations,
+// any kernel, stride and padding, count_include_pad either way; NHWC
+// vectorised over the channels. Bitwise equal to the reference.
+void average_pool(const TileArgs& args);
+std::optional<std::string> average_pool_applies(const graph::Operator& op,
+                                                std::span<const ConstTensorView> inputs);
+
 // pool_ops.cpp — "cpu.global_average_pool": sums each plane of 64 or more
 // elements in 16 lanes (then pairwise), so it differs from the reference's
 // sequential sum by rounding only; the same for every tiling. Smaller

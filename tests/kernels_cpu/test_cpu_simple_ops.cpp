@@ -1,5 +1,5 @@
 // The CPU simple-op variants (cpu.binary, cpu.unary, cpu.maxpool,
-// cpu.global_average_pool: kernels/cpu/simple_ops.hpp), looked up in the
+// cpu.average_pool, cpu.global_average_pool: kernels/cpu/simple_ops.hpp), looked up in the
 // registry like the runtime does, against the reference kernel of the same
 // op on random shapes (sizes 1, primes, widths not multiples of 16), each
 // output assembled from random tiles in random order. Bitwise equality except
@@ -313,64 +313,124 @@ TEST_CASE("cpu.unary matches the reference: Relu, Clip bitwise, Sigmoid within 2
   check_case("cpu.unary", big, seed0, false, unary_tolerance(big));
 }
 
+namespace {
+
+// Every operand with H·W > 1 in NHWC like the output, the others NCHW (the
+// same bytes either way), as kernels::assign_layouts sets them.
+void nhwc_everywhere(OpCase& c) {
+  c.out_layout = graph::Layout::NHWC;
+  c.layouts.clear();
+  for (const Shape& in : c.inputs)
+    c.layouts.push_back(in.size() == 4 ? graph::Layout::NHWC : graph::Layout::NCHW);
+}
+
+// A random 1-D or 2-D pooling case of `type`: any kernel, stride and pad,
+// dilations (MaxPool only), ceil_mode, count_include_pad (AveragePool);
+// nothing when its output would be empty.
+std::optional<OpCase> random_pool_case(OpType type, std::mt19937_64& rng) {
+  const bool one_d = rng() % 5 == 0;
+  const bool dilated = type == OpType::MaxPool;
+  const int64_t kh = one_d ? 1 : pick<int64_t>(rng, {1, 2, 3, 3, 5});
+  const int64_t kw = pick<int64_t>(rng, {1, 2, 3, 3, 5});
+  const int64_t sh = one_d ? 1 : pick<int64_t>(rng, {1, 2, 2, 3});
+  const int64_t sw = pick<int64_t>(rng, {1, 2, 2, 3});
+  const int64_t dh = one_d || !dilated ? 1 : pick<int64_t>(rng, {1, 1, 2});
+  const int64_t dw = dilated ? pick<int64_t>(rng, {1, 1, 2}) : 1;
+  auto pad = [&](int64_t k) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(k)); };
+  const int64_t pt = one_d ? 0 : pad(kh), pb = one_d ? 0 : pad(kh), pl = pad(kw), pr = pad(kw);
+  const int64_t in_h = one_d ? 1 : 1 + static_cast<int64_t>(rng() % 23);
+  const int64_t in_w = 1 + static_cast<int64_t>(rng() % 71);
+  const bool ceil_mode = rng() % 2;
+  // ONNX's output size; ceil_mode drops a last window starting in the
+  // right padding.
+  auto out_size = [&](int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
+    const int64_t span = in + p0 + p1 - ((k - 1) * d + 1);
+    if (span < 0) return int64_t{0};
+    int64_t n = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (n - 1) * s >= in + p0) --n;
+    return n;
+  };
+  const int64_t oh = one_d ? 1 : out_size(in_h, kh, sh, dh, pt, pb);
+  const int64_t ow = out_size(in_w, kw, sw, dw, pl, pr);
+  if (oh < 1 || ow < 1) return std::nullopt;
+  OpCase c;
+  c.op.name = type == OpType::MaxPool ? "maxpool" : "averagepool";
+  c.op.type = type;
+  graph::OpAttributes& a = c.op.attrs;
+  a.ceil_mode = ceil_mode;
+  a.count_include_pad = type == OpType::AveragePool && rng() % 2;
+  const int64_t n = pick<int64_t>(rng, {1, 1, 2}), ch = random_size(rng);
+  if (one_d) {
+    a.kernel_shape = {kw};
+    a.strides = {sw};
+    a.dilations = {dw};
+    a.pads = {pl, pr};
+    c.inputs = {{n, ch, in_w}};
+    c.output = {n, ch, ow};
+  } else {
+    a.kernel_shape = {kh, kw};
+    a.strides = {sh, sw};
+    a.dilations = {dh, dw};
+    a.pads = {pt, pl, pb, pr};
+    c.inputs = {{n, ch, in_h, in_w}};
+    c.output = {n, ch, oh, ow};
+  }
+  return c;
+}
+
+}  // namespace
+
 TEST_CASE("cpu.maxpool matches the reference bitwise: any kernel, stride, pad, dilation") {
   const uint64_t seed0 = base_seed();
   int ran = 0;
   for (int t = 0; ran < 250 && t < 2000; ++t) {
     const uint64_t seed = seed0 + static_cast<uint64_t>(t);
     std::mt19937_64 rng(seed * 15485863 + 5);
-    const bool one_d = rng() % 5 == 0;
-    const int64_t kh = one_d ? 1 : pick<int64_t>(rng, {1, 2, 3, 3, 5});
-    const int64_t kw = pick<int64_t>(rng, {1, 2, 3, 3, 5});
-    const int64_t sh = one_d ? 1 : pick<int64_t>(rng, {1, 2, 2, 3});
-    const int64_t sw = pick<int64_t>(rng, {1, 2, 2, 3});
-    const int64_t dh = one_d ? 1 : pick<int64_t>(rng, {1, 1, 2});
-    const int64_t dw = pick<int64_t>(rng, {1, 1, 2});
-    auto pad = [&](int64_t k) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(k)); };
-    const int64_t pt = one_d ? 0 : pad(kh), pb = one_d ? 0 : pad(kh), pl = pad(kw), pr = pad(kw);
-    const int64_t in_h = one_d ? 1 : 1 + static_cast<int64_t>(rng() % 23);
-    const int64_t in_w = 1 + static_cast<int64_t>(rng() % 71);
-    const bool ceil_mode = rng() % 2;
-    // ONNX's output size; ceil_mode drops a last window starting in the
-    // right padding.
-    auto out_size = [&](int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
-      const int64_t span = in + p0 + p1 - ((k - 1) * d + 1);
-      if (span < 0) return int64_t{0};
-      int64_t n = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-      if (ceil_mode && (n - 1) * s >= in + p0) --n;
-      return n;
-    };
-    const int64_t oh = one_d ? 1 : out_size(in_h, kh, sh, dh, pt, pb);
-    const int64_t ow = out_size(in_w, kw, sw, dw, pl, pr);
-    if (oh < 1 || ow < 1) continue;
+    const std::optional<OpCase> c = random_pool_case(OpType::MaxPool, rng);
+    if (!c) continue;
     ++ran;
-    OpCase c;
-    c.op.name = "maxpool";
-    c.op.type = OpType::MaxPool;
-    graph::OpAttributes& a = c.op.attrs;
-    a.ceil_mode = ceil_mode;
-    const int64_t n = pick<int64_t>(rng, {1, 1, 2}), ch = random_size(rng);
-    if (one_d) {
-      a.kernel_shape = {kw};
-      a.strides = {sw};
-      a.dilations = {dw};
-      a.pads = {pl, pr};
-      c.inputs = {{n, ch, in_w}};
-      c.output = {n, ch, ow};
-    } else {
-      a.kernel_shape = {kh, kw};
-      a.strides = {sh, sw};
-      a.dilations = {dh, dw};
-      a.pads = {pt, pl, pb, pr};
-      c.inputs = {{n, ch, in_h, in_w}};
-      c.output = {n, ch, oh, ow};
-    }
-    check_case("cpu.maxpool", c, seed, true, exact);
+    check_case("cpu.maxpool", *c, seed, true, exact);
   }
   CHECK(ran == 250);
 }
 
-TEST_CASE("cpu.maxpool applies(): 1-D and 2-D only") {
+TEST_CASE("cpu.average_pool matches the reference bitwise: any kernel, stride, pad, layout") {
+  // NCHW, and NHWC for 2-D cases (channels as the vector: widths around the
+  // 64-channel block too). Finite inputs: the sign of the NaN that inf - inf
+  // gives depends on the order of an add's operands, which vector code may
+  // swap.
+  const uint64_t seed0 = base_seed();
+  int ran = 0, nhwc = 0;
+  for (int t = 0; ran < 300 && t < 3000; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 7919 + 17);
+    std::optional<OpCase> c = random_pool_case(OpType::AveragePool, rng);
+    if (!c) continue;
+    ++ran;
+    if (c->inputs[0].size() == 4 && rng() % 2) {
+      const int64_t ch = pick<int64_t>(rng, {1, 3, 16, 63, 64, 65, 144});
+      c->inputs[0][1] = c->output[1] = ch;
+      nhwc_everywhere(*c);
+      ++nhwc;
+    }
+    check_case("cpu.average_pool", *c, seed, false, exact);
+  }
+  CHECK(ran == 300);
+  CHECK(nhwc > 50);
+  // A squeeze pool's first stage (graph/split_global_pool): rows of a
+  // 56x56x144 map, each averaged over its 56 columns.
+  OpCase rows;
+  rows.op.name = "row_means";
+  rows.op.type = OpType::AveragePool;
+  rows.op.attrs.kernel_shape = {1, 56};
+  rows.op.attrs.strides = {1, 56};
+  rows.inputs = {{1, 144, 56, 56}};
+  rows.output = {1, 144, 56, 1};
+  nhwc_everywhere(rows);
+  check_case("cpu.average_pool", rows, seed0, false, exact);
+}
+
+TEST_CASE("cpu.maxpool and cpu.average_pool applies(): 1-D and 2-D only") {
   graph::Operator op;
   op.type = OpType::MaxPool;
   op.attrs.kernel_shape = {2, 2, 2};
@@ -381,6 +441,15 @@ TEST_CASE("cpu.maxpool applies(): 1-D and 2-D only") {
   const Shape x2d{1, 2, 9, 9};
   const ConstTensorView views2[] = {{nullptr, &x2d}};
   CHECK_FALSE(kernels::cpu::max_pool_applies(op, views2));
+  // AveragePool: the same ranks, and no dilations (nor has the reference).
+  op.type = OpType::AveragePool;
+  op.attrs.dilations = {1, 2};
+  CHECK(kernels::cpu::average_pool_applies(op, views2).value_or("").find("dilations") !=
+        std::string::npos);
+  op.attrs.dilations = {1, 1};
+  CHECK_FALSE(kernels::cpu::average_pool_applies(op, views2));
+  op.attrs.kernel_shape = {2, 2, 2};
+  CHECK(kernels::cpu::average_pool_applies(op, views));
 }
 
 TEST_CASE("cpu.global_average_pool: within rounding of the reference, independent of tiling") {
@@ -406,21 +475,8 @@ TEST_CASE("cpu.global_average_pool: within rounding of the reference, independen
   }
 }
 
-// ---- NHWC (LayoutSupport::Uniform for binary, unary, maxpool; Any for
-// GlobalAveragePool) ---------------------------------------------------------
-
-namespace {
-
-// Every operand with H·W > 1 in NHWC like the output, the others NCHW (the
-// same bytes either way), as kernels::assign_layouts sets them.
-void nhwc_everywhere(OpCase& c) {
-  c.out_layout = graph::Layout::NHWC;
-  c.layouts.clear();
-  for (const Shape& in : c.inputs)
-    c.layouts.push_back(in.size() == 4 ? graph::Layout::NHWC : graph::Layout::NCHW);
-}
-
-}  // namespace
+// ---- NHWC (LayoutSupport::Uniform for binary, unary, maxpool, average pool;
+// Any for GlobalAveragePool) -------------------------------------------------
 
 TEST_CASE("cpu.binary NHWC matches the reference bitwise: full, scalar, per-channel, per-row") {
   const uint64_t seed0 = base_seed();

@@ -52,6 +52,10 @@ struct CompileOptions {
   // (graph/fuse_expand_depthwise.hpp); not stored. Its kernel needs NHWC
   // activations, so an NCHW compile turns it off.
   bool fuse_expand_depthwise = true;
+  // Global average pools in two stages, row means then their mean
+  // (graph/split_global_pool.hpp), unless compiled for one thread; not
+  // stored.
+  bool split_global_pools = true;
   // Bounded run-ahead for reuse between tensors this many ops apart
   // (graph/memory_plan.hpp, MemoryPlanOptions); 0: provable reuse only.
   // Not stored. 16: BERT-base at sequence 384, batch 8 needs 378 MiB of

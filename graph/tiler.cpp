@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
 
 #include "graph/compiler.hpp"
 #include "graph/dependency.hpp"
@@ -110,6 +111,18 @@ bool follows_producer_tiling(OpType t) {
   }
 }
 
+// A pool whose output row r reads input row r only (a squeeze pool's row
+// means, graph/split_global_pool.hpp): cheap per element like the ops
+// above, it takes its producer's tile count too, so that each of its runs of
+// rows waits for the producer's tile of the same rows only and runs while
+// those rows are in cache.
+bool pools_rows_in_place(const Operator& op) {
+  const OpAttributes& a = op.attrs;
+  return (op.type == OpType::AveragePool || op.type == OpType::MaxPool) &&
+         a.kernel_shape.size() == 2 && a.kernel_shape[0] == 1 && !a.strides.empty() &&
+         a.strides[0] == 1 && std::ranges::all_of(a.pads, [](int64_t p) { return p == 0; });
+}
+
 int64_t tiling_work(const Graph& graph, const std::vector<int32_t>& producer, int32_t op_index,
                     std::vector<int64_t>& memo) {
   int64_t& cached = memo[static_cast<size_t>(op_index)];
@@ -117,7 +130,7 @@ int64_t tiling_work(const Graph& graph, const std::vector<int32_t>& producer, in
   const Operator& op = graph.ops[static_cast<size_t>(op_index)];
   const Shape& out = graph.tensors[static_cast<size_t>(op.outputs[0])].shape;
   int64_t work = op_work(op, input_shapes(graph, op), out);
-  if (follows_producer_tiling(op.type))
+  if (follows_producer_tiling(op.type) || pools_rows_in_place(op))
     for (int32_t t : op.inputs) {
       const int32_t p = producer[static_cast<size_t>(t)];
       if (p >= 0 && p < op_index) work = std::max(work, tiling_work(graph, producer, p, memo));
@@ -236,6 +249,59 @@ int64_t most_channel_runs(int64_t channels) {
   return panels >= 2 ? panels : std::max<int64_t>(1, channels / 16);
 }
 
+// The longest any of `threads` cores works on `tiles` (their costs) when
+// each core takes the next tile in order as it comes free: the dataflow
+// executor's order on an op whose input is all ready.
+int64_t busiest_core(const std::vector<int64_t>& tiles, int64_t threads) {
+  std::vector<int64_t> load(static_cast<size_t>(std::max<int64_t>(threads, 1)), 0);
+  for (int64_t t : tiles) *std::min_element(load.begin(), load.end()) += t;
+  return *std::max_element(load.begin(), load.end());
+}
+
+// A small map's tiles as runs of rows x runs of channels: (row runs, channel
+// parts for channel_chunks()). Runs of whole panels are uneven where the
+// panels do not go round: EfficientNet-B0's 7x7 projections to 192 channels
+// ran one tile of one panel and one of two at 2 threads (57 and 105 us, the
+// first core then idle; `tessera run --trace`), its 320-channel one two and
+// three panels (97 and 198 us). This tries every pair of runs down to
+// `max_row_runs` and the panels, costs each tile as pixels x channels, and
+// keeps the pair whose busiest core has the least, if that is at least 10%
+// less than the given pair's; among near ties, the fewest tiles.
+// Pairs with tiles under kMinWorkPerTile (work_per_output per output
+// element) are not considered.
+std::pair<int64_t, int64_t> balanced_small_map_runs(const Shape& out, int64_t row_runs,
+                                                    int64_t channel_parts, int64_t threads,
+                                                    int64_t max_row_runs, int64_t work_per_output) {
+  struct Candidate {
+    int64_t busiest = 0, smallest = 0;
+    size_t tiles = 0;
+  };
+  auto cost = [&](int64_t rows, int64_t parts) {
+    std::vector<int64_t> costs;  // pixels x channels
+    for (auto [r0, r1] : even_chunks(out[2], rows))
+      for (auto [c0, c1] : channel_chunks(out[1], parts))
+        costs.push_back((r1 - r0) * out[3] * (c1 - c0));
+    Candidate c{0, *std::min_element(costs.begin(), costs.end()), costs.size()};
+    c.busiest = busiest_core(costs, threads);
+    return c;
+  };
+  const Candidate given = cost(row_runs, channel_parts);
+  Candidate best = given;
+  std::pair<int64_t, int64_t> choice{row_runs, channel_parts};
+  for (int64_t rows = 1; rows <= max_row_runs; ++rows)
+    for (int64_t parts = 1; parts <= most_channel_runs(out[1]); ++parts) {
+      const Candidate c = cost(rows, parts);
+      if (c.smallest * work_per_output < kMinWorkPerTile) continue;
+      // Less load on the busiest core, or within 2% of it in fewer tiles.
+      if (c.busiest * 50 < best.busiest * 49 ||
+          (c.busiest * 50 <= best.busiest * 51 && c.tiles < best.tiles))
+        best = c, choice = {rows, parts};
+    }
+  return best.busiest * 10 <= given.busiest * 9
+             ? choice
+             : std::pair<int64_t, int64_t>{row_runs, channel_parts};
+}
+
 // A MatMul or Gemm whose B is one [K, N] matrix shared by all its rows, and
 // larger than A (N > rows): row tiles would each stream all of B (GPT-2's LM
 // head: 154 MB of B, four row tiles, four passes: 44% of the model's time at
@@ -254,10 +320,15 @@ std::vector<std::pair<int64_t, int64_t>> weight_column_runs(const Operator& op,
   const int64_t units = n / kColumnTileAlign;
   if (n <= rows || units < 2) return {};
   const int64_t parts = std::min(wanted, units);
+  // A last part-panel of half a panel or more costs a panel's FMAs: count it
+  // when sharing the panels out (EfficientNet-B0's 1000 classes: runs of 448
+  // and 552 columns, 74 and 103 us at 2 threads, tessera run --trace; now 512
+  // and 488).
+  const int64_t shared = n % kColumnTileAlign >= kColumnTileAlign / 2 ? units + 1 : units;
   std::vector<std::pair<int64_t, int64_t>> runs;
   for (int64_t i = 0; i < parts; ++i)
-    runs.emplace_back(i * units / parts * kColumnTileAlign,
-                      i + 1 == parts ? n : (i + 1) * units / parts * kColumnTileAlign);
+    runs.emplace_back(i * shared / parts * kColumnTileAlign,
+                      i + 1 == parts ? n : (i + 1) * shared / parts * kColumnTileAlign);
   return runs;
 }
 
@@ -415,11 +486,13 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
       // pixels, down to one tile per thread (ResNet-50's 7×7×512 3×3 convs
       // at 16 threads: eight tiles of 64 channels, 0.5-0.65 ms per conv
       // while half the cores idled, on the lent 16-core Xeon).
-      if (per_image * panels < busy) {
-        const int64_t fewest_rows = (kMinConvPixelsPerTile / 2 + out[3] - 1) / out[3];
+      const int64_t fewest_rows = (kMinConvPixelsPerTile / 2 + out[3] - 1) / out[3];
+      if (per_image * panels < busy)
         per_image = std::clamp<int64_t>((busy + panels - 1) / panels, per_image,
                                         std::max<int64_t>(per_image, out[2] / fewest_rows));
-      }
+      std::tie(per_image, channel_parts) = balanced_small_map_runs(
+          out, per_image, channel_parts, busy, std::max<int64_t>(1, out[2] / fewest_rows),
+          op_work(op, in, out) / std::max<int64_t>(1, shape_numel(out)));
     }
     std::vector<Region> tiles;
     for (int64_t n = 0; n < images; ++n)

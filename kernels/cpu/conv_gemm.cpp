@@ -59,7 +59,7 @@ struct ConvGemmPrepared {
 // Per-thread panels, grown on first use, never per call.
 struct ConvScratch {
   std::vector<float> input;      // input window of a chunk (pixel-major, or planar)
-  std::vector<int32_t> offsets;  // gemm_tile_indirect's k offsets into a planar window
+  std::vector<int32_t> offsets;  // gemm_tile_indirect's k offsets into NCHW input planes
   std::vector<float> patches;    // [pixels, K]
   std::vector<float> output;     // Y^T [pixels, oc1]
   std::vector<float> residual;   // an NCHW residual, pixel-major [pixels, oc1]
@@ -152,32 +152,11 @@ void gather_input_window(const float* image, const ConvGeometry& g, int64_t ih_b
 
 // NCHW inputs of at most this many channels with an NHWC output (the
 // models' stems: 3 channels) run as an implicit GEMM through a table of k
-// offsets into a padded window of the input planes (gemm_tile_indirect):
-// no pixel-major window and no patch matrix. With more channels the taps
-// of one k step sit in C planes apart and the patch gather pays again.
+// offsets into the input planes (gemm_tile_indirect, run_planar_rows): no
+// pixel-major window and no patch matrix but for the border pixels. With
+// more channels the taps of one k step sit in C planes apart and the patch
+// gather pays again.
 constexpr int64_t kIndirectMaxChannels = 4;
-
-// Copies input rows [ih_begin, ih_begin + rows) × columns [iw_begin,
-// iw_begin + cols) of one NCHW image into the channel-planar window
-// panel[(c·rows + r)·cols + j], zero outside the image.
-void copy_input_planes(const float* image, const ConvGeometry& g, int64_t ih_begin, int64_t rows,
-                       int64_t iw_begin, int64_t cols, float* panel) {
-  const int64_t j_lo = std::clamp<int64_t>(-iw_begin, 0, cols);
-  const int64_t j_hi = std::clamp<int64_t>(g.in_w - iw_begin, j_lo, cols);
-  for (int64_t ch = 0; ch < g.channels; ++ch)
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = panel + (ch * rows + r) * cols;
-      const int64_t ih = ih_begin + r;
-      if (ih < 0 || ih >= g.in_h || j_lo == j_hi) {
-        std::fill(row, row + cols, 0.0f);
-        continue;
-      }
-      std::fill(row, row + j_lo, 0.0f);
-      std::fill(row + j_hi, row + cols, 0.0f);
-      const float* src = image + (ch * g.in_h + ih) * g.in_w + iw_begin;
-      std::copy(src + j_lo, src + j_hi, row + j_lo);
-    }
-}
 
 // The patches of `rows` × `cols` output pixels straight from an NHWC image,
 // their window's top-left input pixel at (ih_begin, iw_begin), zero where a
@@ -226,6 +205,88 @@ void gather_nhwc_patches(const float* image, const ConvGeometry& g, int64_t ih_b
   }
 }
 
+// One output pixel's patch from NCHW planes, its window's top-left input
+// pixel at (ih0, iw0), in the packed weights' [kH, kW, C] order; zero where
+// a tap falls outside the image.
+void gather_planar_patch(const float* image, const ConvGeometry& g, int64_t ih0, int64_t iw0,
+                         float* patch) {
+  const int64_t plane = g.in_h * g.in_w;
+  for (int64_t kh = 0; kh < g.k_h; ++kh) {
+    const int64_t ih = ih0 + kh * g.dilation_h;
+    const bool row_inside = ih >= 0 && ih < g.in_h;
+    for (int64_t kw = 0; kw < g.k_w; ++kw) {
+      const int64_t iw = iw0 + kw * g.dilation_w;
+      const bool inside = row_inside && iw >= 0 && iw < g.in_w;
+      for (int64_t ch = 0; ch < g.channels; ++ch)
+        *patch++ = inside ? image[ch * plane + ih * g.in_w + iw] : 0.0f;
+    }
+  }
+}
+
+// A chunk of `rows` × `cols` output pixels (window top-left input pixel of
+// the first at (ih_begin, iw_begin)) of an NCHW image with few channels into
+// NHWC Y (the stems): the pixels whose windows lie inside the image read it
+// in place through scratch.offsets (gemm_tile_indirect, one GEMM per output
+// row, its rows stride_w apart), with no copy of the input; the border
+// pixels (padding) get explicit patches, a GEMM per border column over the
+// chunk's rows (their outputs are a row of pixels apart) and one per border
+// row. MobileNetV2's stem copied its whole 600 KB input into a padded window
+// per run before (66 us of 290, perf).
+void run_planar_rows(const float* image, const ConvGeometry& g, const PackedMatrix& weights,
+                     ConvScratch& scratch, int64_t ih_begin, int64_t rows, int64_t iw_begin,
+                     int64_t cols, float* y, int64_t oc0, int64_t oc1,
+                     const GemmEpilogue& epilogue) {
+  const int64_t k = weights.k(), oc = g.out_channels;
+  const int64_t s_h = g.stride_h, s_w = g.stride_w;
+  const int64_t last_tap_h = (g.k_h - 1) * g.dilation_h, last_tap_w = (g.k_w - 1) * g.dilation_w;
+  // Columns [m_lo, m_hi) and rows [r_lo, r_hi) whose windows are inside.
+  auto inside_range = [](int64_t begin, int64_t stride, int64_t last_tap, int64_t extent,
+                         int64_t count) {
+    const int64_t lo = begin >= 0 ? 0 : std::min(count, (-begin + stride - 1) / stride);
+    const int64_t room = extent - 1 - last_tap - begin;  // the last start that fits, from begin
+    const int64_t hi = room < 0 ? lo : std::clamp(room / stride + 1, lo, count);
+    return std::pair<int64_t, int64_t>{lo, hi};
+  };
+  const auto [m_lo, m_hi] = inside_range(iw_begin, s_w, last_tap_w, g.in_w, cols);
+  const auto [r_lo, r_hi] = inside_range(ih_begin, s_h, last_tap_h, g.in_h, rows);
+  auto with_residual_at = [&](int64_t pixel, int64_t ld_pixels) {
+    GemmEpilogue e = epilogue;
+    if (e.residual) {
+      e.residual += pixel * epilogue.ld_residual;
+      e.ld_residual = ld_pixels * epilogue.ld_residual;
+    }
+    return e;
+  };
+  if (m_lo < m_hi)
+    for (int64_t r = r_lo; r < r_hi; ++r) {
+      const int64_t pixel = r * cols + m_lo;
+      gemm_tile_indirect(image + (ih_begin + r * s_h) * g.in_w + iw_begin + m_lo * s_w, s_w,
+                         scratch.offsets.data(), weights, y + pixel * oc, oc,
+                         {.m0 = 0, .m1 = m_hi - m_lo, .n0 = oc0, .n1 = oc1},
+                         with_residual_at(pixel, 1));
+    }
+  // Border columns of the inside rows, then the border rows.
+  float* patches = grown(scratch.patches, std::max(r_hi - r_lo, cols) * k);
+  for (int64_t m = 0; m < cols; ++m) {
+    if (m == m_lo) m = std::max(m, m_hi);
+    if (m >= cols || r_lo >= r_hi) break;
+    for (int64_t r = r_lo; r < r_hi; ++r)
+      gather_planar_patch(image, g, ih_begin + r * s_h, iw_begin + m * s_w,
+                          patches + (r - r_lo) * k);
+    const int64_t pixel = r_lo * cols + m;
+    gemm_tile(patches, k, weights, y + pixel * oc, cols * oc,
+              {.m0 = 0, .m1 = r_hi - r_lo, .n0 = oc0, .n1 = oc1}, with_residual_at(pixel, cols));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r == r_lo) r = std::max(r, r_hi);
+    if (r >= rows) break;
+    for (int64_t m = 0; m < cols; ++m)
+      gather_planar_patch(image, g, ih_begin + r * s_h, iw_begin + m * s_w, patches + m * k);
+    gemm_tile(patches, k, weights, y + r * cols * oc, oc,
+              {.m0 = 0, .m1 = cols, .n0 = oc0, .n1 = oc1}, with_residual_at(r * cols, 1));
+  }
+}
+
 // Whether A of a chunk is the NHWC input itself: a 1×1 stride-1 conv
 // without padding reads exactly its own pixels, C-contiguous.
 bool input_is_a(const TileArgs& args, const ConvGeometry& g) {
@@ -256,25 +317,21 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   const float* scale = input_scale(args, n);
   const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
   const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
-  // int32 offsets reach every float of the window.
+  // int32 offsets reach every float of the image.
   const bool indirect = !x_nhwc && y_nhwc && !scale && g.rank == 4 && c <= kIndirectMaxChannels &&
-                        c * window_rows * window_cols <= std::numeric_limits<int32_t>::max();
+                        c * g.in_h * g.in_w <= std::numeric_limits<int32_t>::max();
   if (indirect) {
-    // The chunk's input planes, then per output row one GEMM whose rows
-    // (output pixels) are stride_w apart in the window and whose k steps
-    // (taps, in the packed weights' [kH, kW, C] order) are at fixed
-    // offsets from them.
-    float* window = grown(scratch.input, c * window_rows * window_cols);
-    copy_input_planes(image, g, ih_begin, window_rows, iw_begin, window_cols, window);
+    // k offsets of the taps (in the packed weights' [kH, kW, C] order) from
+    // a window's top-left input pixel, in the image's own planes
+    // (run_planar_rows).
     if (static_cast<int64_t>(scratch.offsets.size()) < k)
       scratch.offsets.resize(static_cast<size_t>(k));
     int32_t* offsets = scratch.offsets.data();
     for (int64_t kh = 0; kh < g.k_h; ++kh)
       for (int64_t kw = 0; kw < g.k_w; ++kw)
         for (int64_t ch = 0; ch < c; ++ch)
-          *offsets++ = static_cast<int32_t>((ch * window_rows + kh * g.dilation_h) * window_cols +
-                                            kw * g.dilation_w);
-    a = window;
+          *offsets++ =
+              static_cast<int32_t>((ch * g.in_h + kh * g.dilation_h) * g.in_w + kw * g.dilation_w);
   } else if (scale && input_is_a(args, g)) {
     float* scaled = grown(scratch.patches, pixels * c);
     const float* x = args.inputs[0].data + first_pixel * c;
@@ -337,13 +394,8 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   }
 
   if (indirect) {
-    for (int64_t r = 0; r < rows; ++r) {
-      GemmEpilogue row_epilogue = epilogue;
-      if (epilogue.residual) row_epilogue.residual += r * cols * epilogue.ld_residual;
-      gemm_tile_indirect(a + r * g.stride_h * window_cols, g.stride_w, scratch.offsets.data(),
-                         prep.weights, args.output.data + (first_pixel + r * cols) * g.out_channels,
-                         g.out_channels, {.m0 = 0, .m1 = cols, .n0 = oc0, .n1 = oc1}, row_epilogue);
-    }
+    run_planar_rows(image, g, prep.weights, scratch, ih_begin, rows, iw_begin, cols,
+                    args.output.data + first_pixel * g.out_channels, oc0, oc1, epilogue);
     return;
   }
   const GemmTile tile{.m0 = 0, .m1 = pixels, .n0 = oc0, .n1 = oc1};

@@ -1,5 +1,7 @@
 #include "runtime/model_state.hpp"
 
+#include <algorithm>
+
 #include <exception>
 #include <string>
 
@@ -71,6 +73,7 @@ void bind_ops(ModelState& m) {
     for (int32_t t : op.inputs) {
       const auto& tensor = g.tensors[t];
       OperandPlacement p;
+      p.tensor = t;
       p.shape = &tensor.shape;
       p.layout = tensor.layout;
       if (tensor.storage == graph::TensorStorage::Weight)
@@ -153,7 +156,11 @@ std::shared_ptr<ModelState> make_model_state(std::string path, graph::TileGraph 
   build_csr(*m);
   build_op_stages(*m);
   bind_ops(*m);
-  for (int32_t t : m->graph.inputs) m->input_specs.push_back(spec_of(m->graph.tensors[t]));
+  for (int32_t t : m->graph.inputs) {
+    m->input_specs.push_back(spec_of(m->graph.tensors[t]));
+    const auto& outputs = m->graph.outputs;
+    m->input_read_in_place.push_back(std::find(outputs.begin(), outputs.end(), t) == outputs.end());
+  }
   for (int32_t t : m->graph.outputs) m->output_specs.push_back(spec_of(m->graph.tensors[t]));
   return m;
 }

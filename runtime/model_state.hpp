@@ -57,6 +57,7 @@ struct EngineState {
 struct OperandPlacement {
   const float* weight = nullptr;  // non-null for weights
   uint64_t arena_offset = 0;      // otherwise
+  int32_t tensor = -1;            // the graph tensor
   const graph::Shape* shape = nullptr;
   graph::Layout layout = graph::Layout::NCHW;
 };
@@ -128,6 +129,11 @@ struct ModelState {
   scheduler::GraphView view;
 
   std::vector<OperandPlacement> operands;
+  // Per model input: whether its operands may read the caller's data in
+  // place (Inputs are borrowed until the run finishes, tensor.hpp) instead
+  // of a copy in the arena: not where the input is also a model output,
+  // which on_complete() copies out of the arena.
+  std::vector<bool> input_read_in_place;
   std::vector<OpBinding> ops;
   std::vector<TensorSpec> input_specs, output_specs;
 

@@ -48,7 +48,19 @@ class RunRequest final : public scheduler::Request {
     }
   }
 
-  void copy_in(const graph::CompiledTensor& t, const void* data) {
+  // Model input i: read in place where the model allows it and the data is
+  // aligned for its element type (kernels read activations with unaligned
+  // vector loads but typed scalar ones), else copied into the arena. A
+  // 224x224 image is 600 KB: the copy was about 25 us of each run.
+  void bind_input(size_t i, const void* data) {
+    const int32_t index = model_->graph.inputs[i];
+    const graph::CompiledTensor& t = model_->graph.tensors[static_cast<size_t>(index)];
+    const auto element = static_cast<uintptr_t>(graph::dtype_size(t.dtype));
+    if (model_->input_read_in_place[i] && reinterpret_cast<uintptr_t>(data) % element == 0) {
+      for (size_t k = 0; k < views_.size(); ++k)
+        if (model_->operands[k].tensor == index) views_[k].data = static_cast<const float*>(data);
+      return;
+    }
     std::memcpy(arena_.get() + t.arena_offset, data, static_cast<size_t>(t.byte_size()));
   }
 
@@ -265,8 +277,7 @@ std::shared_ptr<RunState> start_run(const std::shared_ptr<ModelState>& model, co
                           std::to_string(model->graph.arena_bytes) + " bytes"});
     return run;
   }
-  for (size_t i = 0; i < by_input.size(); ++i)
-    request->copy_in(model->graph.tensors[model->graph.inputs[i]], by_input[i]->data);
+  for (size_t i = 0; i < by_input.size(); ++i) request->bind_input(i, by_input[i]->data);
   engine->begin_run();
   try {
     engine->submit(*request, *model);  // the request deletes itself in on_complete()

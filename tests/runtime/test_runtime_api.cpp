@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -174,6 +175,93 @@ TEST_CASE("reuse_outputs: a run writes its outputs into an earlier run's storage
       session.run({{"x", {input_b.data(), shape}}}, tessera::RunOptions{.reuse_outputs = &none});
   REQUIRE(fourth.ok());
   check_close(fourth->find("y")->data, m.expected(input_b));
+}
+
+TEST_CASE("inputs are read in place where they can be, and are never written") {
+  // x -> conv/relu/add (ResidualModel) reads x in place; the caller's data
+  // must come back unchanged from every thread count, also when it is not
+  // float-aligned (then copied) and when the tiles of the conv and the Add
+  // read x from different cores.
+  const auto dir = temp_dir("tessera_runtime_test_");
+  ResidualModel m(dir, 5, 21);
+  const auto input = random_values(static_cast<size_t>(m.c * m.h * m.w), 8);
+  const std::vector<int64_t> shape{1, m.c, m.h, m.w};
+  const auto want = m.expected(input);
+  std::vector<unsigned char> shifted(input.size() * sizeof(float) + 2);
+  std::memcpy(shifted.data() + 2, input.data(), input.size() * sizeof(float));
+  for (int threads : {1, 2, 4}) {
+    tessera::Engine engine({.threads = threads});
+    auto model = engine.load(m.path);
+    REQUIRE(model.ok());
+    auto session = model->session();
+    std::vector<float> data = input;
+    for (const void* x :
+         {static_cast<const void*>(data.data()), static_cast<const void*>(shifted.data() + 2)}) {
+      auto out = session.run({{"x", {x, shape}}});
+      REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error()));
+      check_close(out->find("y")->data, want);
+    }
+    CHECK(data == input);
+    CHECK(std::memcmp(shifted.data() + 2, input.data(), input.size() * sizeof(float)) == 0);
+  }
+
+  // An input read through a Reshape, which the memory plan aliases to it
+  // (the Reshape then copies it into the arena); and an input that is also
+  // a model output (copied out of the arena at the end, so it is copied in).
+  for (const bool input_is_output : {false, true}) {
+    CAPTURE(input_is_output);
+    g::Graph graph;
+    graph.opset = 13;
+    const int32_t x = add_tensor(graph, "x", {2, 6});
+    const int32_t flat = add_tensor(graph, "flat", {12});
+    const int32_t relu_out = add_tensor(graph, "relu_out", {12});
+    const int32_t y = add_tensor(graph, "y", {12});
+    g::Operator reshape;
+    reshape.name = "reshape";
+    reshape.type = g::OpType::Reshape;
+    reshape.attrs.new_shape = {12};
+    reshape.inputs = {x};
+    reshape.outputs = {flat};
+    g::Operator relu;
+    relu.name = "relu";
+    relu.type = g::OpType::Relu;
+    relu.inputs = {flat};
+    relu.outputs = {relu_out};
+    g::Operator add;
+    add.name = "add";
+    add.type = g::OpType::Add;
+    add.inputs = {relu_out, flat};
+    add.outputs = {y};
+    graph.ops = {reshape, relu, add};
+    graph.inputs = {x};
+    graph.outputs = {y};
+    if (input_is_output) {
+      // No Reshape: nothing else would bring x into the arena.
+      graph.tensors[static_cast<size_t>(relu_out)].shape = {2, 6};
+      graph.tensors[static_cast<size_t>(y)].shape = {2, 6};
+      relu.inputs = {x};
+      add.inputs = {relu_out, x};
+      graph.ops = {relu, add};
+      graph.outputs.push_back(x);
+    }
+    g::CompileOptions options;
+    options.threads = 2;
+    g::CompileReport report;
+    const std::string path =
+        (dir / ("input_" + std::to_string(input_is_output) + ".tess")).string();
+    tessera::serialization::write_tess_file(g::compile_graph(std::move(graph), options, &report),
+                                            path);
+    if (!input_is_output) CHECK(report.ops.at(0).note.find("alias") != std::string::npos);
+    tessera::Engine engine({.threads = 2});
+    auto model = engine.load(path);
+    REQUIRE_MESSAGE(model.ok(), (model.ok() ? "" : model.error()));
+    const std::vector<float> values = random_values(12, 9);
+    auto out = model->session().run({{"x", {values.data(), {2, 6}}}});
+    REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error()));
+    if (input_is_output) CHECK(out->find("x")->data == values);
+    for (size_t i = 0; i < values.size(); ++i)
+      CHECK(out->find("y")->data[i] == std::max(values[i], 0.0f) + values[i]);
+  }
 }
 
 TEST_CASE("bad inputs are errors naming the input, and the session keeps serving") {

@@ -67,6 +67,12 @@ constexpr Shape kShapes[] = {
     {"res2_1x1_3136x256x64", 3136, 256, 64},
     // MobileNetV2's 14×14 projection (1×1, 576 → 96) as a 2-thread tile.
     {"mbv2_1x1_56x96x576", 56, 96, 576},
+    // The same projection whole, as one thread runs it, and MobileNetV2's
+    // other narrow projections (kernel choice on ties: gemm.cpp).
+    {"mbv2_1x1_196x96x576", 196, 96, 576},
+    {"mbv2_1x1_3136x24x144", 3136, 24, 144},
+    {"mbv2_1x1_784x32x192", 784, 32, 192},
+    {"mbv2_1x1_49x160x960", 49, 160, 960},
     // BERT-base at sequence 128 as the 1-thread tiler cuts it (two column
     // tiles per weight matrix): Q/K/V/output, FFN up, FFN down.
     {"bert_128x384x768", 128, 384, 768},

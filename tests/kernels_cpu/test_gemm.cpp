@@ -581,11 +581,13 @@ TEST_CASE("gemm_microkernel_for_shape: the fewest computed rows times the column
     CHECK(gemm_microkernel_for_shape(2048, 2048).name == "gemm_6x64__avx512");
     CHECK(gemm_microkernel_for_shape(1, 1000).name == "gemm_6x64__avx512");
     CHECK(gemm_microkernel_for_shape(49, 512).name == "gemm_6x64__avx512");
+    // A tie of 12x32 and 8x48 (196 rows either way): the wider.
+    CHECK(gemm_microkernel_for_shape(196, 96).name == "gemm_8x48__avx512");
   }
   set_gemm_isa(chosen);
 }
 
-TEST_CASE("gemm_microkernel_for_columns: the lowest column cost, default on ties") {
+TEST_CASE("gemm_microkernel_for_columns: the lowest column cost, the widest NR on ties") {
   const GemmIsa chosen = gemm_isa();
   for (GemmIsa isa : {GemmIsa::kPortable, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
     if (!gemm_isa_supported(isa)) continue;
@@ -602,14 +604,23 @@ TEST_CASE("gemm_microkernel_for_columns: the lowest column cost, default on ties
       for (const GemmMicrokernel& other : gemm_microkernels())
         if (other.isa == isa) CHECK(cost <= gemm_microkernel_column_cost(other, n));
       if (gemm_microkernel_column_cost(fallback, n) == cost) CHECK(&k == &fallback);
+      // Among equal costs, the widest NR, then the most rows.
+      for (const GemmMicrokernel& other : gemm_microkernels())
+        if (other.isa == isa && gemm_microkernel_column_cost(other, n) == cost) {
+          CHECK(k.nr >= other.nr);
+          if (k.nr == other.nr) CHECK(k.mr >= other.mr);
+        }
     }
   }
   if (gemm_isa_supported(GemmIsa::kAvx512)) {
     set_gemm_isa(GemmIsa::kAvx512);
-    CHECK(gemm_microkernel_for_columns(16).nr == 16);   // 16 columns, not 32
-    CHECK(gemm_microkernel_for_columns(24).nr == 32);   // 32 either way: two vectors
-    CHECK(gemm_microkernel_for_columns(64).nr == 64);   // the default
+    CHECK(gemm_microkernel_for_columns(16).nr == 16);  // 16 columns, not 32
+    CHECK(gemm_microkernel_for_columns(24).nr == 32);  // 32 either way: two vectors
+    CHECK(gemm_microkernel_for_columns(32).name == "gemm_14x32__avx512");  // not 12x32
+    CHECK(gemm_microkernel_for_columns(64).nr == 64);                      // the default
     CHECK(gemm_microkernel_for_columns(112).nr != 16);  // 112 vs 128 saves only 1/8
+    // 96: 12x32 and 8x48 tie; 8x48 ran MobileNetV2's projections faster.
+    CHECK(gemm_microkernel_for_columns(96).name == "gemm_8x48__avx512");
   }
   set_gemm_isa(chosen);
 }

@@ -11,6 +11,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include <algorithm>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -236,6 +237,66 @@ __attribute__((always_inline)) inline void gemm_prefetch_c(const GemmMicrokernel
   }
 }
 
+#if defined(__AVX512F__) && defined(__x86_64__) && defined(__GNUC__)
+#define TESSERA_STRIDED_ROW_BROADCASTS 1
+// A block of A read in place has its MR rows at one stride; with a pointer
+// per row, GCC kept only some of 12-16 pointers in registers and reloaded
+// the rest from the stack at every k step (16x16: five loads and two
+// vector-register moves per 16 FMAs, which are themselves one broadcast
+// load each). Here rows 0-7 are p + j·s and rows 8-15 are p8 + j·s, j·s
+// being an x86 address mode over s, 3s, 5s and 7s (s·1, s·2, s·4, 3s·1,
+// 3s·2, 5s·1, 7s·1): six registers for up to 16 rows. The broadcasts are
+// inline assembly because that address form is the point; A is not written
+// while a kernel runs, so they need no memory dependence. Used for MR >= 12
+// only: 6x64 and 8x48 keep their pointers in registers anyway and measured
+// 3-8% slower this way; 16x16 on 196x96x576 and 256x64x576 was 5-10%
+// faster, 12x32 on 3136x256x64 5% (bench_sgemm, two rounds each).
+struct StridedRows {
+  const char* p;   // row 0
+  const char* p8;  // row 8
+  int64_t s, s3, s5, s7;
+};
+
+inline StridedRows strided_rows(const float* a, int64_t row_stride) {
+  const int64_t s = row_stride * static_cast<int64_t>(sizeof(float));
+  const char* p = reinterpret_cast<const char*>(a);
+  return {p, p + 8 * s, s, 3 * s, 5 * s, 7 * s};
+}
+
+// Row i (a constant once the k step is unrolled) at float k of its row.
+__attribute__((always_inline)) inline __m512 broadcast_row(const StridedRows& r, int i, int64_t k) {
+  const char* base = (i < 8 ? r.p : r.p8) + k * static_cast<int64_t>(sizeof(float));
+  __m512 x;
+  switch (i % 8) {
+    case 0:
+      asm("vbroadcastss (%1), %0" : "=v"(x) : "r"(base));
+      break;
+    case 1:
+      asm("vbroadcastss (%1,%2,1), %0" : "=v"(x) : "r"(base), "r"(r.s));
+      break;
+    case 2:
+      asm("vbroadcastss (%1,%2,2), %0" : "=v"(x) : "r"(base), "r"(r.s));
+      break;
+    case 3:
+      asm("vbroadcastss (%1,%2,1), %0" : "=v"(x) : "r"(base), "r"(r.s3));
+      break;
+    case 4:
+      asm("vbroadcastss (%1,%2,4), %0" : "=v"(x) : "r"(base), "r"(r.s));
+      break;
+    case 5:
+      asm("vbroadcastss (%1,%2,1), %0" : "=v"(x) : "r"(base), "r"(r.s5));
+      break;
+    case 6:
+      asm("vbroadcastss (%1,%2,2), %0" : "=v"(x) : "r"(base), "r"(r.s3));
+      break;
+    default:
+      asm("vbroadcastss (%1,%2,1), %0" : "=v"(x) : "r"(base), "r"(r.s7));
+      break;
+  }
+  return x;
+}
+#endif
+
 template <class Arch, int MR, int NR>
 inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
   using Batch = xsimd::batch<float, Arch>;
@@ -250,6 +311,20 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
   // One k loop per way of reading A (a_at(k, i) is A[i, k]), all meeting
   // at one copy of the stores: their epilogue forms are most of the code.
   if (args.a_k_stride == 1 || args.a_offsets) {
+#if defined(TESSERA_STRIDED_ROW_BROADCASTS)
+    if constexpr (std::is_same_v<Arch, xsimd::avx512f> && MR >= 12 && MR <= 16) {
+      if (args.m_valid >= MR) {  // every row real: one stride apart
+        const StridedRows r = strided_rows(args.a, args.a_row_stride);
+        if (const int32_t* offsets = args.a_offsets)
+          gemm_k_loop<Batch, MR, NR>(
+              acc, args, [&](int64_t k, int i) { return Batch(broadcast_row(r, i, offsets[k])); });
+        else
+          gemm_k_loop<Batch, MR, NR>(
+              acc, args, [&](int64_t k, int i) { return Batch(broadcast_row(r, i, k)); });
+        return gemm_store_with_epilogue<Arch, MR, NR>(acc, args);
+      }
+    }
+#endif
     // A in place: one pointer per row, rows past m_valid clamped to the last
     // valid one (their results are discarded by the caller).
     const float* rows[MR];

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "graph/error.hpp"
@@ -257,6 +258,42 @@ bool is_nhwc(const graph::Shape& shape, graph::Layout layout) {
   return shape.size() == 4 && layout == graph::Layout::NHWC;
 }
 
+// What cpu.maxpool and cpu.average_pool check and read of a tile before
+// their loops: the geometry, the tile's output rows [oh0, oh1) and columns
+// [ow0, ow1), and whether it is NHWC (input and output alike, or a
+// one-pixel output, which has the same bytes either way). Nothing for an
+// empty region.
+struct PoolTile {
+  PoolGeometry g;
+  int64_t oh0 = 0, oh1 = 0, ow0 = 0, ow1 = 0;
+  bool nhwc = false;
+};
+
+std::optional<PoolTile> pool_tile(const TileArgs& args, std::string_view variant) {
+  check_args(args, variant);
+  const graph::Shape& x_shape = *args.inputs[0].shape;
+  const graph::Shape& y_shape = *args.output.shape;
+  if (const std::optional<std::string> why = pool_reason(*args.op, x_shape, &y_shape))
+    fail(args, variant, *why);
+  PoolTile t;
+  t.g = pool_geometry(*args.op, x_shape, y_shape);
+  const PoolGeometry& g = t.g;
+  if (g.kernel_h < 1 || g.kernel_w < 1 || g.stride_h < 1 || g.stride_w < 1 || g.dilation_h < 1 ||
+      g.dilation_w < 1)
+    fail(args, variant, "kernel_shape, strides and dilations must be positive");
+  const graph::Region& r = *args.region;
+  if (r.empty()) return std::nullopt;
+  const bool is_1d = x_shape.size() == 3;
+  t.oh0 = is_1d ? 0 : r.begin[2];
+  t.oh1 = is_1d ? 1 : r.end[2];
+  t.ow0 = r.begin.back();
+  t.ow1 = r.end.back();
+  t.nhwc = is_nhwc(x_shape, args.inputs[0].layout);
+  if (t.nhwc != is_nhwc(y_shape, args.output.layout) && !(t.nhwc && g.out_h * g.out_w == 1))
+    fail(args, variant, "input and output must share one layout (NCHW or NHWC)");
+  return t;
+}
+
 }  // namespace
 
 std::optional<std::string> max_pool_applies(const graph::Operator& op,
@@ -269,38 +306,23 @@ std::optional<std::string> max_pool_applies(const graph::Operator& op,
 }
 
 void max_pool(const TileArgs& args) {
-  check_args(args, kMaxPool);
-  const graph::Shape& x_shape = *args.inputs[0].shape;
-  const graph::Shape& y_shape = *args.output.shape;
-  if (const std::optional<std::string> why = pool_reason(*args.op, x_shape, &y_shape))
-    fail(args, kMaxPool, *why);
-  const PoolGeometry g = pool_geometry(*args.op, x_shape, y_shape);
-  if (g.kernel_h < 1 || g.kernel_w < 1 || g.stride_h < 1 || g.stride_w < 1 || g.dilation_h < 1 ||
-      g.dilation_w < 1)
-    fail(args, kMaxPool, "kernel_shape, strides and dilations must be positive");
+  const std::optional<PoolTile> t = pool_tile(args, kMaxPool);
+  if (!t) return;
+  const PoolGeometry& g = t->g;
   const graph::Region& r = *args.region;
-  if (r.empty()) return;
-  const bool is_1d = x_shape.size() == 3;
-  const int64_t oh0 = is_1d ? 0 : r.begin[2], oh1 = is_1d ? 1 : r.end[2];
-  const int64_t ow0 = r.begin.back(), ow1 = r.end.back();
-  const bool x_nhwc = is_nhwc(x_shape, args.inputs[0].layout);
-  const bool y_nhwc = is_nhwc(y_shape, args.output.layout);
-  // Uniform layouts; an output of one pixel has the same bytes either way.
-  if (x_nhwc != y_nhwc && !(x_nhwc && g.out_h * g.out_w == 1))
-    fail(args, kMaxPool, "input and output must share one layout (NCHW or NHWC)");
-  if (x_nhwc) {
+  if (t->nhwc) {
     for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
-      for (int64_t oh = oh0; oh < oh1; ++oh)
-        max_pool_nhwc_row(args.inputs[0].data, args.output.data, g, n, oh, ow0, ow1, r.begin[1],
-                          r.end[1]);
+      for (int64_t oh = t->oh0; oh < t->oh1; ++oh)
+        max_pool_nhwc_row(args.inputs[0].data, args.output.data, g, n, oh, t->ow0, t->ow1,
+                          r.begin[1], r.end[1]);
     return;
   }
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
     for (int64_t c = r.begin[1]; c < r.end[1]; ++c) {
       const float* plane = args.inputs[0].data + (n * g.channels + c) * g.in_h * g.in_w;
       float* out_plane = args.output.data + (n * g.channels + c) * g.out_h * g.out_w;
-      for (int64_t oh = oh0; oh < oh1; ++oh)
-        max_pool_row(plane, out_plane + oh * g.out_w, g, oh, ow0, ow1);
+      for (int64_t oh = t->oh0; oh < t->oh1; ++oh)
+        max_pool_row(plane, out_plane + oh * g.out_w, g, oh, t->ow0, t->ow1);
     }
 }
 
@@ -317,41 +339,28 @@ std::optional<std::string> average_pool_applies(const graph::Operator& op,
 }
 
 void average_pool(const TileArgs& args) {
-  check_args(args, kAveragePool);
-  const graph::Shape& x_shape = *args.inputs[0].shape;
-  const graph::Shape& y_shape = *args.output.shape;
-  if (const std::optional<std::string> why = pool_reason(*args.op, x_shape, &y_shape))
-    fail(args, kAveragePool, *why);
-  const PoolGeometry g = pool_geometry(*args.op, x_shape, y_shape);
-  if (g.kernel_h < 1 || g.kernel_w < 1 || g.stride_h < 1 || g.stride_w < 1)
-    fail(args, kAveragePool, "kernel_shape and strides must be positive");
+  const std::optional<PoolTile> t = pool_tile(args, kAveragePool);
+  if (!t) return;
+  const PoolGeometry& g = t->g;
   if (g.dilation_h != 1 || g.dilation_w != 1)
     fail(args, kAveragePool, "AveragePool with dilations is not supported");
   const bool count_include_pad = args.op->attrs.count_include_pad;
   const graph::Region& r = *args.region;
-  if (r.empty()) return;
-  const bool is_1d = x_shape.size() == 3;
-  const int64_t oh0 = is_1d ? 0 : r.begin[2], oh1 = is_1d ? 1 : r.end[2];
-  const int64_t ow0 = r.begin.back(), ow1 = r.end.back();
-  const bool x_nhwc = is_nhwc(x_shape, args.inputs[0].layout);
-  const bool y_nhwc = is_nhwc(y_shape, args.output.layout);
-  if (x_nhwc != y_nhwc && !(x_nhwc && g.out_h * g.out_w == 1))
-    fail(args, kAveragePool, "input and output must share one layout (NCHW or NHWC)");
-  if (x_nhwc) {
+  if (t->nhwc) {
     for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
-      for (int64_t oh = oh0; oh < oh1; ++oh)
+      for (int64_t oh = t->oh0; oh < t->oh1; ++oh)
         average_pool_nhwc_row(args.inputs[0].data, args.output.data, g, count_include_pad, n, oh,
-                              ow0, ow1, r.begin[1], r.end[1]);
+                              t->ow0, t->ow1, r.begin[1], r.end[1]);
     return;
   }
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
     for (int64_t c = r.begin[1]; c < r.end[1]; ++c) {
       const float* plane = args.inputs[0].data + (n * g.channels + c) * g.in_h * g.in_w;
       float* out_plane = args.output.data + (n * g.channels + c) * g.out_h * g.out_w;
-      for (int64_t oh = oh0; oh < oh1; ++oh) {
+      for (int64_t oh = t->oh0; oh < t->oh1; ++oh) {
         const AverageWindow wh =
             average_window(oh, g.stride_h, g.pad_top, g.kernel_h, g.in_h, g.pad_bottom);
-        for (int64_t ow = ow0; ow < ow1; ++ow) {
+        for (int64_t ow = t->ow0; ow < t->ow1; ++ow) {
           const AverageWindow ww =
               average_window(ow, g.stride_w, g.pad_left, g.kernel_w, g.in_w, g.pad_right);
           float sum = 0.0f;

@@ -1,7 +1,6 @@
 #include "runtime/model_state.hpp"
 
 #include <algorithm>
-
 #include <exception>
 #include <string>
 

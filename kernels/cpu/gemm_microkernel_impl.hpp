@@ -237,7 +237,12 @@ __attribute__((always_inline)) inline void gemm_prefetch_c(const GemmMicrokernel
   }
 }
 
-#if defined(__AVX512F__) && defined(__x86_64__) && defined(__GNUC__)
+// Not in sanitizer builds: ASan cannot see inside the assembly anyway, and
+// the extra k loops doubled this file's -fsanitize=address,undefined
+// compile (6 -> 12 minutes, most of .ci/run's sanitizer stage); the release
+// tests run them.
+#if defined(__AVX512F__) && defined(__x86_64__) && defined(__GNUC__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define TESSERA_STRIDED_ROW_BROADCASTS 1
 // A block of A read in place has its MR rows at one stride; with a pointer
 // per row, GCC kept only some of 12-16 pointers in registers and reloaded

@@ -54,15 +54,19 @@ constexpr int64_t kMaxChunkPixels = 512;
 struct ConvGemmPrepared {
   PackedMatrix weights;  // W' viewed [OC, kH·kW·C], packed as the transposed B
   ConvGeometry geometry;
+  // For an input of at most kIndirectMaxChannels channels (the stems): the
+  // k offsets of the taps, in the packed weights' [kH, kW, C] order, from a
+  // window's top-left pixel in the NCHW input planes (run_planar_rows).
+  // They depend on the geometry only; empty when they would pass int32.
+  std::vector<int32_t> planar_offsets;
 };
 
 // Per-thread panels, grown on first use, never per call.
 struct ConvScratch {
-  std::vector<float> input;      // input window of a chunk (pixel-major, or planar)
-  std::vector<int32_t> offsets;  // gemm_tile_indirect's k offsets into NCHW input planes
-  std::vector<float> patches;    // [pixels, K]
-  std::vector<float> output;     // Y^T [pixels, oc1]
-  std::vector<float> residual;   // an NCHW residual, pixel-major [pixels, oc1]
+  std::vector<float> input;     // input window of a chunk (pixel-major, or planar)
+  std::vector<float> patches;   // [pixels, K]
+  std::vector<float> output;    // Y^T [pixels, oc1]
+  std::vector<float> residual;  // an NCHW residual, pixel-major [pixels, oc1]
 };
 
 ConvScratch& thread_scratch() {
@@ -226,15 +230,15 @@ void gather_planar_patch(const float* image, const ConvGeometry& g, int64_t ih0,
 // A chunk of `rows` × `cols` output pixels (window top-left input pixel of
 // the first at (ih_begin, iw_begin)) of an NCHW image with few channels into
 // NHWC Y (the stems): the pixels whose windows lie inside the image read it
-// in place through scratch.offsets (gemm_tile_indirect, one GEMM per output
+// in place through `offsets` (gemm_tile_indirect, one GEMM per output
 // row, its rows stride_w apart), with no copy of the input; the border
 // pixels (padding) get explicit patches, a GEMM per border column over the
 // chunk's rows (their outputs are a row of pixels apart) and one per border
 // row. MobileNetV2's stem copied its whole 600 KB input into a padded window
 // per run before (66 us of 290, perf).
 void run_planar_rows(const float* image, const ConvGeometry& g, const PackedMatrix& weights,
-                     ConvScratch& scratch, int64_t ih_begin, int64_t rows, int64_t iw_begin,
-                     int64_t cols, float* y, int64_t oc0, int64_t oc1,
+                     const int32_t* offsets, ConvScratch& scratch, int64_t ih_begin, int64_t rows,
+                     int64_t iw_begin, int64_t cols, float* y, int64_t oc0, int64_t oc1,
                      const GemmEpilogue& epilogue) {
   const int64_t k = weights.k(), oc = g.out_channels;
   const int64_t s_h = g.stride_h, s_w = g.stride_w;
@@ -261,7 +265,7 @@ void run_planar_rows(const float* image, const ConvGeometry& g, const PackedMatr
     for (int64_t r = r_lo; r < r_hi; ++r) {
       const int64_t pixel = r * cols + m_lo;
       gemm_tile_indirect(image + (ih_begin + r * s_h) * g.in_w + iw_begin + m_lo * s_w, s_w,
-                         scratch.offsets.data(), weights, y + pixel * oc, oc,
+                         offsets, weights, y + pixel * oc, oc,
                          {.m0 = 0, .m1 = m_hi - m_lo, .n0 = oc0, .n1 = oc1},
                          with_residual_at(pixel, 1));
     }
@@ -317,21 +321,9 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   const float* scale = input_scale(args, n);
   const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
   const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
-  // int32 offsets reach every float of the image.
-  const bool indirect = !x_nhwc && y_nhwc && !scale && g.rank == 4 && c <= kIndirectMaxChannels &&
-                        c * g.in_h * g.in_w <= std::numeric_limits<int32_t>::max();
+  const bool indirect = !x_nhwc && y_nhwc && !scale && g.rank == 4 && !prep.planar_offsets.empty();
   if (indirect) {
-    // k offsets of the taps (in the packed weights' [kH, kW, C] order) from
-    // a window's top-left input pixel, in the image's own planes
-    // (run_planar_rows).
-    if (static_cast<int64_t>(scratch.offsets.size()) < k)
-      scratch.offsets.resize(static_cast<size_t>(k));
-    int32_t* offsets = scratch.offsets.data();
-    for (int64_t kh = 0; kh < g.k_h; ++kh)
-      for (int64_t kw = 0; kw < g.k_w; ++kw)
-        for (int64_t ch = 0; ch < c; ++ch)
-          *offsets++ =
-              static_cast<int32_t>((ch * g.in_h + kh * g.dilation_h) * g.in_w + kw * g.dilation_w);
+    // run_planar_rows reads the input planes through prep.planar_offsets.
   } else if (scale && input_is_a(args, g)) {
     float* scaled = grown(scratch.patches, pixels * c);
     const float* x = args.inputs[0].data + first_pixel * c;
@@ -394,8 +386,9 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   }
 
   if (indirect) {
-    run_planar_rows(image, g, prep.weights, scratch, ih_begin, rows, iw_begin, cols,
-                    args.output.data + first_pixel * g.out_channels, oc0, oc1, epilogue);
+    run_planar_rows(image, g, prep.weights, prep.planar_offsets.data(), scratch, ih_begin, rows,
+                    iw_begin, cols, args.output.data + first_pixel * g.out_channels, oc0, oc1,
+                    epilogue);
     return;
   }
   const GemmTile tile{.m0 = 0, .m1 = pixels, .n0 = oc0, .n1 = oc1};
@@ -445,6 +438,16 @@ PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTen
         permuted[(oc * taps + t) * g.channels + ch] = w[(oc * g.channels + ch) * taps + t];
   prep->weights = pack_b(permuted.data(), k, g.out_channels, k, /*transposed=*/true,
                          gemm_microkernel_for_columns(g.out_channels));
+  // int32 offsets must reach every float of an image.
+  if (g.rank == 4 && g.channels <= kIndirectMaxChannels &&
+      g.channels * g.in_h * g.in_w <= std::numeric_limits<int32_t>::max()) {
+    prep->planar_offsets.reserve(static_cast<size_t>(k));
+    for (int64_t kh = 0; kh < g.k_h; ++kh)
+      for (int64_t kw = 0; kw < g.k_w; ++kw)
+        for (int64_t ch = 0; ch < g.channels; ++ch)
+          prep->planar_offsets.push_back(
+              static_cast<int32_t>((ch * g.in_h + kh * g.dilation_h) * g.in_w + kw * g.dilation_w));
+  }
   return prep;
 }
 

@@ -20,6 +20,8 @@ Activation activation_of(const Operator& op) {
       return Activation::Clip;
     case OpType::Sigmoid:
       return Activation::Sigmoid;
+    case OpType::LeakyRelu:
+      return Activation::LeakyRelu;
     default:
       return Activation::None;
   }
@@ -70,6 +72,7 @@ std::vector<FusedActivation> fuse_activations(Graph& graph) {
       prod.attrs.clip_min = act.attrs.clip_min;
       prod.attrs.clip_max = act.attrs.clip_max;
     }
+    if (kind == Activation::LeakyRelu) prod.attrs.leaky_relu_alpha = act.attrs.alpha;
     const int32_t writer = reshape >= 0 ? reshape : p;
     graph.ops[static_cast<size_t>(writer)].outputs = act.outputs;
     producer[static_cast<size_t>(act.outputs[0])] = writer;

@@ -508,6 +508,13 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     fail(op, "has a fused input scale, which only Conv supports");
   if (op.attrs.fused_expand && op.type != OpType::Conv)
     fail(op, "has a fused expansion, which only Conv supports");
+  // graph/fuse_expand_depthwise.cpp fuses expansions with these activations
+  // only (the expansion has no slope field for a LeakyRelu).
+  if (const Activation e = op.attrs.expand_activation;
+      e != Activation::None && e != Activation::Relu && e != Activation::Clip &&
+      e != Activation::Sigmoid && e != Activation::Silu)
+    fail(op, "has a fused expansion activation " + std::to_string(static_cast<int>(e)) +
+                 ", which the expansion kernels do not apply");
   // Only the ops whose kernels apply an epilogue may carry a fused activation.
   if (op.attrs.activation != Activation::None && op.type != OpType::Conv &&
       op.type != OpType::Gemm && op.type != OpType::MatMul)

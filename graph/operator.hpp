@@ -27,7 +27,8 @@ namespace tessera::graph {
 //    the shape operand is dropped, the data is the only input.
 //  - BatchNormalization (inference form): inputs X, scale, B, mean, var; epsilon.
 //  - Conv, Gemm, MatMul: `activation` is an epilogue fused in by the compiler
-//    (applied after the bias; Clip uses clip_min/clip_max).
+//    (applied after the bias; Clip uses clip_min/clip_max, LeakyRelu
+//    leaky_relu_alpha).
 //  - MatMul with a fused bias (graph/fuse_matmul_bias.hpp): input 2 is a
 //    constant [N] (N = B's columns) added to every output row before the
 //    activation. Only 2-D B; ONNX's MatMul itself has two inputs.
@@ -83,9 +84,10 @@ enum class Activation : uint8_t {
   Sigmoid = 3,
   Gelu = 4,
   GeluTanh = 5,
-  Silu = 6,  // x * sigmoid(x)
+  Silu = 6,       // x * sigmoid(x)
+  LeakyRelu = 7,  // x >= 0 ? x : leaky_relu_alpha * x
 };
-inline constexpr Activation kLastActivation = Activation::Silu;
+inline constexpr Activation kLastActivation = Activation::LeakyRelu;
 
 // Pad's mode (ONNX "constant", "reflect", "edge"). Stored in `.tess` files.
 enum class PadMode : uint8_t { Constant = 0, Reflect = 1, Edge = 2 };
@@ -146,6 +148,9 @@ struct OpAttributes {
   CoordinateMode coordinate_mode = CoordinateMode::HalfPixel;
   NearestMode nearest_mode = NearestMode::RoundPreferFloor;
   std::vector<float> scales;
+  // The slope of a fused Activation::LeakyRelu (the LeakyRelu op's own is
+  // `alpha`, which Gemm uses for its product scale).
+  float leaky_relu_alpha = 0.01f;
   // The TeSA bit width of the op's constant weight (input 1), from the
   // user's annotation (SparTA §3.3 bit rounding): <= 8 lets int8 kernels
   // apply. Set by the compiler; 32 = float32.

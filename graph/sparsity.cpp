@@ -60,6 +60,7 @@ bool activation_keeps_zero(const Operator& op) {
     case Activation::Gelu:  // gelu(0) = silu(0) = 0
     case Activation::GeluTanh:
     case Activation::Silu:
+    case Activation::LeakyRelu:  // leaky(0) = 0
       return true;
     case Activation::Clip:
       return op.attrs.clip_min <= 0.0f && 0.0f <= op.attrs.clip_max;

@@ -22,7 +22,8 @@ inline float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
 
-inline float activate(graph::Activation a, float x, float clip_min, float clip_max) {
+inline float activate(graph::Activation a, float x, float clip_min, float clip_max,
+                      float leaky_alpha) {
   switch (a) {
     case graph::Activation::None:
       return x;
@@ -38,6 +39,8 @@ inline float activate(graph::Activation a, float x, float clip_min, float clip_m
       return gelu_tanh(x);
     case graph::Activation::Silu:
       return x * (1.0f / (1.0f + std::exp(-x)));  // as Mul(x, Sigmoid(x)) rounds
+    case graph::Activation::LeakyRelu:
+      return x >= 0.0f ? x : leaky_alpha * x;  // as the LeakyRelu op
   }
   return x;
 }
@@ -46,7 +49,8 @@ inline float activate(graph::Activation a, float x, float clip_min, float clip_m
 inline void apply_activation(const graph::OpAttributes& attrs, float* values, int64_t n) {
   if (attrs.activation == graph::Activation::None) return;
   for (int64_t i = 0; i < n; ++i)
-    values[i] = activate(attrs.activation, values[i], attrs.clip_min, attrs.clip_max);
+    values[i] = activate(attrs.activation, values[i], attrs.clip_min, attrs.clip_max,
+                         attrs.leaky_relu_alpha);
 }
 
 }  // namespace tessera::kernels

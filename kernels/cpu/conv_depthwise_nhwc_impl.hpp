@@ -40,6 +40,7 @@ struct DepthwiseContext {
   int64_t pix_step = 0;  // floats between the inputs of adjacent output pixels
   graph::Activation activation = graph::Activation::None;
   float clip_min = 0.0f, clip_max = 0.0f;
+  float leaky_alpha = 0.0f;
 };
 
 template <bool kFma>
@@ -59,7 +60,7 @@ inline float scalar_madd(float w, float x, float acc) {
 // registers are caller-saved, so each call spilled the block.
 inline bool activation_deferred(graph::Activation activation) {
   return activation != graph::Activation::None && activation != graph::Activation::Relu &&
-         activation != graph::Activation::Clip;
+         activation != graph::Activation::Clip && activation != graph::Activation::LeakyRelu;
 }
 
 template <class Batch>
@@ -69,6 +70,8 @@ __attribute__((always_inline)) inline Batch activate_vector(Batch x, const Depth
       return xsimd::max(x, Batch(0.0f));
     case graph::Activation::Clip:
       return xsimd::min(xsimd::max(x, Batch(k.clip_min)), Batch(k.clip_max));
+    case graph::Activation::LeakyRelu:
+      return xsimd::select(x >= Batch(0.0f), x, Batch(k.leaky_alpha) * x);
     default:
       return x;  // none, or deferred
   }
@@ -80,6 +83,8 @@ inline float activate_scalar(float x, const DepthwiseContext& k) {
       return std::max(x, 0.0f);
     case graph::Activation::Clip:
       return std::min(std::max(x, k.clip_min), k.clip_max);
+    case graph::Activation::LeakyRelu:
+      return x >= 0.0f ? x : k.leaky_alpha * x;
     default:
       return x;  // none, or deferred
   }
@@ -107,7 +112,7 @@ void apply_deferred_activation(graph::Activation activation, float* out, int64_t
                                int64_t width, int64_t channels) {
   const GemmActivation act = deferred_gemm_activation(activation);
   for (int64_t p = 0; p < pixels; ++p)
-    activation_span_approx<Arch>(act, 0.0f, 0.0f, out + p * channels, width);
+    activation_span_approx<Arch>(act, 0.0f, 0.0f, 0.0f, out + p * channels, width);
 }
 
 // P output pixels × CV vectors of channels [c, c + CV·W). `in` is the input
@@ -234,6 +239,7 @@ void depthwise_nhwc_tile_impl(const DepthwiseNhwcTile& t) {
   k.activation = t.attrs->activation;
   k.clip_min = t.attrs->clip_min;
   k.clip_max = t.attrs->clip_max;
+  k.leaky_alpha = t.attrs->leaky_relu_alpha;
 
   // The interior: output columns whose kW taps are all inside the image.
   const int64_t interior_lo =

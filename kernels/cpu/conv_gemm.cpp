@@ -477,11 +477,9 @@ void conv_gemm(const TileArgs& args) {
   if (r.empty()) return;
 
   const float* bias = args.input_count >= 3 ? args.inputs[2].data : nullptr;
-  const GemmEpilogue epilogue{.bias = bias,
-                              .bias_kind = bias ? GemmBias::kPerColumn : GemmBias::kNone,
-                              .activation = gemm_activation(args.op->attrs.activation),
-                              .clip_min = args.op->attrs.clip_min,
-                              .clip_max = args.op->attrs.clip_max};
+  GemmEpilogue epilogue = activation_epilogue(args.op->attrs);
+  epilogue.bias = bias;
+  epilogue.bias_kind = bias ? GemmBias::kPerColumn : GemmBias::kNone;
   const int64_t oc0 = r.begin[1], oc1 = r.end[1];
   const int64_t oh0 = is_1d ? 0 : r.begin[2], oh1 = is_1d ? 1 : r.end[2];
   const int64_t ow0 = r.begin[g.rank - 1], ow1 = r.end[g.rank - 1];

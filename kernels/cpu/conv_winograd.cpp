@@ -138,7 +138,7 @@ void finish_pixel(const PixelEpilogue& ep, const float* acc, int64_t count, floa
       for (int64_t j = 0; j < count; ++j) work[j] = apply_epilogue_scalar(work[j], ep.scalar, 0, 0);
       break;
     default:  // Sigmoid, SiLU, GELU: the span form, not a dispatched call per element
-      apply_activation_span(ep.activation, 0.0f, 0.0f, work, count);
+      apply_activation_span(ep.activation, 0.0f, 0.0f, ep.scalar.leaky_alpha, work, count);
       break;
   }
   if (y_stride == 1)
@@ -343,9 +343,7 @@ void conv_winograd(const TileArgs& args) {
   PixelEpilogue epilogue;
   epilogue.bias = args.input_count >= 3 ? args.inputs[2].data + tb.oc0 : nullptr;
   epilogue.activation = gemm_activation(args.op->attrs.activation);
-  epilogue.scalar = GemmEpilogue{.activation = epilogue.activation,
-                                 .clip_min = args.op->attrs.clip_min,
-                                 .clip_max = args.op->attrs.clip_max};
+  epilogue.scalar = activation_epilogue(args.op->attrs);
   for (tb.n = r.begin[0]; tb.n < r.end[0]; ++tb.n)
     for (int64_t first = 0; first < blocks; first += max_blocks)
       run_chunk(args, prep, tb, first, std::min(max_blocks, blocks - first), epilogue);

@@ -110,6 +110,10 @@ void transpose_panel(const float* src, int64_t ld_src, int64_t rows, int64_t col
 // The op's fused activation (graph::Activation) as the SGEMM epilogue's.
 GemmActivation gemm_activation(graph::Activation activation);
 
+// An epilogue with the op's fused activation and its parameters (Clip's
+// bounds, LeakyRelu's slope) and nothing else: callers add bias and residual.
+GemmEpilogue activation_epilogue(const graph::OpAttributes& attrs);
+
 // MatMul's optional fused bias (input 2, graph/fuse_matmul_bias.hpp) and
 // fused residual (input 3, the output's shape: graph/fuse_residual.hpp): why
 // the inputs do not fit them (count, shapes), or nothing.
@@ -238,9 +242,7 @@ void run_prepared_gemm(std::string_view variant, const TileArgs& args, int64_t m
   const graph::Region& r = *args.region;
   if (r.empty()) return;
   const graph::OpAttributes& attrs = args.op->attrs;
-  GemmEpilogue ep{.activation = gemm_activation(attrs.activation),
-                  .clip_min = attrs.clip_min,
-                  .clip_max = attrs.clip_max};
+  GemmEpilogue ep = activation_epilogue(attrs);
   if (c.form == PreparedGemmC::Form::kPerColumn || c.form == PreparedGemmC::Form::kPerRow) {
     ep.bias = c.scaled.data();
     ep.bias_kind =

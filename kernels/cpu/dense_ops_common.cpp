@@ -90,8 +90,17 @@ GemmActivation gemm_activation(graph::Activation activation) {
       return GemmActivation::kGeluTanh;
     case graph::Activation::Silu:
       return GemmActivation::kSilu;
+    case graph::Activation::LeakyRelu:
+      return GemmActivation::kLeakyRelu;
   }
   throw Error("unknown fused activation " + std::to_string(static_cast<int>(activation)));
+}
+
+GemmEpilogue activation_epilogue(const graph::OpAttributes& attrs) {
+  return GemmEpilogue{.activation = gemm_activation(attrs.activation),
+                      .clip_min = attrs.clip_min,
+                      .clip_max = attrs.clip_max,
+                      .leaky_alpha = attrs.leaky_relu_alpha};
 }
 
 void fail_op(std::string_view variant, const graph::Operator* op, const std::string& what) {

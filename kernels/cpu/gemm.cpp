@@ -321,6 +321,7 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
                                  .activation = epilogue.activation,
                                  .clip_min = epilogue.clip_min,
                                  .clip_max = epilogue.clip_max,
+                                 .leaky_alpha = epilogue.leaky_alpha,
                                  .ld_residual = epilogue.ld_residual,
                                  .residual_position = epilogue.residual_position};
   const bool has_epilogue = epilogue.bias_kind != GemmBias::kNone ||
@@ -472,21 +473,24 @@ float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t 
     case GemmActivation::kClip:
       x = std::min(std::max(x, ep.clip_min), ep.clip_max);
       break;
+    case GemmActivation::kLeakyRelu:
+      x = x >= 0.0f ? x : ep.leaky_alpha * x;
+      break;
     case GemmActivation::kSigmoid:
     case GemmActivation::kGelu:
     case GemmActivation::kGeluTanh:
     case GemmActivation::kSilu:
-      vector_ops().activation(ep.activation, ep.clip_min, ep.clip_max, &x, 1);
+      vector_ops().activation(ep.activation, ep.clip_min, ep.clip_max, ep.leaky_alpha, &x, 1);
       break;
   }
   if (ep.residual && !residual_before) x += ep.residual[m * ep.ld_residual + n];
   return x;
 }
 
-void apply_activation_span(GemmActivation activation, float clip_min, float clip_max, float* values,
-                           int64_t n) {
+void apply_activation_span(GemmActivation activation, float clip_min, float clip_max,
+                           float leaky_alpha, float* values, int64_t n) {
   if (activation == GemmActivation::kNone) return;
-  vector_ops().activation(activation, clip_min, clip_max, values, n);
+  vector_ops().activation(activation, clip_min, clip_max, leaky_alpha, values, n);
 }
 
 }  // namespace tessera::kernels::cpu

@@ -157,7 +157,7 @@ PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool tran
                     const GemmMicrokernel& kernel);
 
 enum class GemmBias { kNone, kPerColumn, kPerRow };
-enum class GemmActivation { kNone, kRelu, kClip, kSigmoid, kGelu, kGeluTanh, kSilu };
+enum class GemmActivation { kNone, kRelu, kClip, kSigmoid, kGelu, kGeluTanh, kSilu, kLeakyRelu };
 enum class GemmResidual { kBeforeActivation, kAfterActivation };
 
 // Applied per element of the tile, in this order:
@@ -165,7 +165,8 @@ enum class GemmResidual { kBeforeActivation, kAfterActivation };
 //   x += bias[n] (kPerColumn) or bias[m] (kPerRow: output channels as rows)
 //   x += residual[m·ld_residual + n]   if residual and kBeforeActivation
 //   x = activation(x)                  relu, clip to [clip_min, clip_max], sigmoid,
-//                                      gelu (erf or tanh form), silu
+//                                      gelu (erf or tanh form), silu,
+//                                      leaky relu (x >= 0 ? x : leaky_alpha·x)
 //   x += residual[m·ld_residual + n]   if residual and kAfterActivation
 // bias and residual are indexed by absolute row/column, like A and C.
 struct GemmEpilogue {
@@ -174,6 +175,7 @@ struct GemmEpilogue {
   GemmBias bias_kind = GemmBias::kNone;
   GemmActivation activation = GemmActivation::kNone;
   float clip_min = 0.0f, clip_max = 6.0f;
+  float leaky_alpha = 0.0f;
   const float* residual = nullptr;
   int64_t ld_residual = 0;
   GemmResidual residual_position = GemmResidual::kBeforeActivation;
@@ -191,8 +193,8 @@ float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t 
 // arithmetic (vector_ops().activation: the same bits as the microkernels):
 // for kernels that apply a fused activation after their own loops
 // (depthwise NCHW, Gemm with C, Winograd).
-void apply_activation_span(GemmActivation activation, float clip_min, float clip_max, float* values,
-                           int64_t n);
+void apply_activation_span(GemmActivation activation, float clip_min, float clip_max,
+                           float leaky_alpha, float* values, int64_t n);
 
 struct GemmTile {
   int64_t m0 = 0, m1 = 0;  // rows of C (and A)

@@ -19,7 +19,8 @@ namespace tessera::kernels::cpu {
 namespace {
 
 template <class B>
-inline B activation_approx(GemmActivation activation, B x, float clip_min, float clip_max) {
+inline B activation_approx(GemmActivation activation, B x, float clip_min, float clip_max,
+                           float leaky_alpha) {
   switch (activation) {
     case GemmActivation::kNone:
       return x;
@@ -35,6 +36,8 @@ inline B activation_approx(GemmActivation activation, B x, float clip_min, float
       return gelu_tanh_approx(x);
     case GemmActivation::kSilu:
       return silu_approx(x);
+    case GemmActivation::kLeakyRelu:  // exact: the reference's x >= 0 ? x : alpha x
+      return xsimd::select(x >= B(0.0f), x, B(leaky_alpha) * x);
   }
   return x;
 }
@@ -44,10 +47,11 @@ inline B activation_approx(GemmActivation activation, B x, float clip_min, float
 // do not depend on where the span starts or ends).
 template <class Arch>
 inline void activation_span_approx(GemmActivation activation, float clip_min, float clip_max,
-                                   float* values, int64_t n) {
+                                   float leaky_alpha, float* values, int64_t n) {
   using B = xsimd::batch<float, Arch>;
-  map_span<B>(values, values, n, 0.0f,
-              [&](B x) { return activation_approx(activation, x, clip_min, clip_max); });
+  map_span<B>(values, values, n, 0.0f, [&](B x) {
+    return activation_approx(activation, x, clip_min, clip_max, leaky_alpha);
+  });
 }
 
 }  // namespace

@@ -207,7 +207,7 @@ void epilogue_avx512(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, 
       if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_unaligned(ep.bias + n);
       if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
       if (residual && before) x += Batch::load_unaligned(residual + n);
-      x = activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
+      x = activation_approx(ep.activation, x, ep.clip_min, ep.clip_max, ep.leaky_alpha);
       if (residual && !before) x += Batch::load_unaligned(residual + n);
       x.store_unaligned(row + n);
     }

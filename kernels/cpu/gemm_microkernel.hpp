@@ -14,6 +14,7 @@ struct GemmMicrotileEpilogue {
   GemmBias bias_kind = GemmBias::kNone;
   GemmActivation activation = GemmActivation::kNone;
   float clip_min = 0.0f, clip_max = 0.0f;
+  float leaky_alpha = 0.0f;
   const float* residual = nullptr;  // residual[i·ld_residual + j]
   int64_t ld_residual = 0;
   GemmResidual residual_position = GemmResidual::kBeforeActivation;

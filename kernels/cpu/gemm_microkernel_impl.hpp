@@ -34,7 +34,7 @@ __attribute__((always_inline)) inline Batch apply_microtile_epilogue(
   if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[i]);
   const bool residual_before = ep.residual_position == GemmResidual::kBeforeActivation;
   if (ep.residual && residual_before) x += load(ep.residual + i * ep.ld_residual + j);
-  x = activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
+  x = activation_approx(ep.activation, x, ep.clip_min, ep.clip_max, ep.leaky_alpha);
   if (ep.residual && !residual_before) x += load(ep.residual + i * ep.ld_residual + j);
   return x;
 }

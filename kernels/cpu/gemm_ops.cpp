@@ -122,9 +122,7 @@ std::optional<std::string> matmul_bias_problem(const graph::Operator& op,
 
 GemmEpilogue matmul_epilogue(const TileArgs& args) {
   const graph::OpAttributes& attrs = args.op->attrs;
-  GemmEpilogue ep{.activation = gemm_activation(attrs.activation),
-                  .clip_min = attrs.clip_min,
-                  .clip_max = attrs.clip_max};
+  GemmEpilogue ep = activation_epilogue(attrs);
   if (args.input_count >= 3) {  // the fused bias [N], indexed by absolute column like C
     ep.bias = args.inputs[2].data;
     ep.bias_kind = GemmBias::kPerColumn;
@@ -228,9 +226,7 @@ void gemm(const TileArgs& args) {
   const bool after_pass = c_in && !c_eff;
   GemmEpilogue ep;
   if (!after_pass) {
-    ep.activation = gemm_activation(attrs.activation);
-    ep.clip_min = attrs.clip_min;
-    ep.clip_max = attrs.clip_max;
+    ep = activation_epilogue(attrs);
     if (prep.c_form == GemmCForm::kPerColumn) {
       ep.bias = c_eff;
       ep.bias_kind = GemmBias::kPerColumn;
@@ -281,7 +277,7 @@ void gemm(const TileArgs& args) {
       if (residual)
         for (int64_t j = j0; j < j1; ++j) row[j] += residual[i * n + j];
       apply_activation_span(gemm_activation(attrs.activation), attrs.clip_min, attrs.clip_max,
-                            row + j0, j1 - j0);
+                            attrs.leaky_relu_alpha, row + j0, j1 - j0);
     }
   }
 }

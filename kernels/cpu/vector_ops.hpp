@@ -75,8 +75,8 @@ struct VectorOps {
   // values[i] = the GEMM epilogue's activation of values[i] for i < n
   // (gemm_activation.hpp): the microkernels' bits, for kernels outside a
   // per-ISA translation unit.
-  void (*activation)(GemmActivation activation, float clip_min, float clip_max, float* values,
-                     int64_t n);
+  void (*activation)(GemmActivation activation, float clip_min, float clip_max, float leaky_alpha,
+                     float* values, int64_t n);
 };
 
 // The table of gemm_isa() (kernels/cpu/gemm.hpp).

@@ -126,8 +126,8 @@ void conv(const TileArgs& args) {
               v += ew[c * cin + ci] *
                    xn[ci * x_in_strides[1] + ih * x_in_strides[2] + iw * x_in_strides[3]];
             v += eb[c];
-            expanded[static_cast<size_t>((c * in_h + ih) * in_w + iw)] =
-                activate(attrs.expand_activation, v, attrs.expand_clip_min, attrs.expand_clip_max);
+            expanded[static_cast<size_t>((c * in_h + ih) * in_w + iw)] = activate(
+                attrs.expand_activation, v, attrs.expand_clip_min, attrs.expand_clip_max, 0.0f);
           }
     }
     for (int64_t m = r.begin[1]; m < r.end[1]; ++m) {
@@ -170,7 +170,7 @@ void conv(const TileArgs& args) {
           float& v = row[ow * y_sw];
           if (bias) v += bias[m];
           if (res_row) v += res_row[ow * r_strides[rank - 1]];
-          v = activate(attrs.activation, v, attrs.clip_min, attrs.clip_max);
+          v = activate(attrs.activation, v, attrs.clip_min, attrs.clip_max, attrs.leaky_relu_alpha);
         }
       }
     }

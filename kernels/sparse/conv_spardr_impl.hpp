@@ -45,7 +45,7 @@ inline void finish_span(const float* src, float* dst, int64_t count, int64_t m, 
     if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_unaligned(ep.bias + n + j);
     if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
     if (residual && before) x += Batch::load_unaligned(residual + j);
-    x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
+    x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max, ep.leaky_alpha);
     if (residual && !before) x += Batch::load_unaligned(residual + j);
     x.store_unaligned(dst + j);
   }
@@ -61,7 +61,7 @@ inline void finish_span(const float* src, float* dst, int64_t count, int64_t m, 
   if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_aligned(bias_tail);
   if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
   if (residual && before) x += Batch::load_aligned(residual_tail);
-  x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
+  x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max, ep.leaky_alpha);
   if (residual && !before) x += Batch::load_aligned(residual_tail);
   x.store_aligned(x_tail);
   std::copy_n(x_tail, tail, dst + j);

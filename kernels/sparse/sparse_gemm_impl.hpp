@@ -49,7 +49,7 @@ inline void finish_row(const float* src, float* dst, int64_t count, int64_t m, i
     if (ep.bias_kind == GemmBias::kPerColumn) x += load(ep.bias + n + j);
     if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
     if (residual && before) x += load(residual + j);
-    x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max);
+    x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max, ep.leaky_alpha);
     if (residual && !before) x += load(residual + j);
     store(dst + j, x);
   };

@@ -468,6 +468,7 @@ class TessLoader {
     a.expand_activation = static_cast<graph::Activation>(fa->expand_activation());
     a.expand_clip_min = fa->expand_clip_min();
     a.expand_clip_max = fa->expand_clip_max();
+    a.leaky_relu_alpha = fa->leaky_relu_alpha();
     // Enum values past the last known one are caught by graph::infer_output_shape.
     a.pad_mode = static_cast<graph::PadMode>(fa->pad_mode());
     a.pad_value = fa->pad_value();

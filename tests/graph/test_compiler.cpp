@@ -235,7 +235,7 @@ TEST_CASE("compile_graph rejects malformed graphs with a message") {
   CHECK_THROWS_AS(compile_graph(bad, {}, nullptr), tessera::Error);
 }
 
-TEST_CASE("fuse_activations: Relu/Clip/Sigmoid after Conv/Gemm/MatMul become epilogues") {
+TEST_CASE("fuse_activations: Relu/Clip/Sigmoid/LeakyRelu after Conv/Gemm/MatMul become epilogues") {
   GraphBuilder b;
   int32_t x = b.input("x", {1, 3, 8, 8});
   int32_t w = b.weight("w", {4, 3, 3, 3});
@@ -274,6 +274,21 @@ TEST_CASE("fuse_activations: Relu/Clip/Sigmoid after Conv/Gemm/MatMul become epi
   auto f2 = fuse_activations(g2.g);
   REQUIRE(f2.size() == 1);
   CHECK(g2.g.ops[0].attrs.activation == Activation::Sigmoid);
+
+  // A LeakyRelu takes its slope along (YOLO's Conv + LeakyRelu(0.1) blocks).
+  GraphBuilder g3;
+  int32_t x3 = g3.input("x", {1, 3, 8, 8});
+  int32_t y3 = g3.op(OpType::Conv, {x3, g3.weight("w", {4, 3, 3, 3})},
+                     spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}), "conv");
+  OpAttributes leaky;
+  leaky.alpha = 0.1f;
+  g3.g.outputs = {g3.op(OpType::LeakyRelu, {y3}, leaky, "leaky")};
+  REQUIRE(fuse_activations(g3.g).size() == 1);
+  REQUIRE(g3.g.ops.size() == 1);
+  CHECK(g3.g.ops[0].attrs.activation == Activation::LeakyRelu);
+  CHECK(g3.g.ops[0].attrs.leaky_relu_alpha == 0.1f);
+  CHECK(g3.g.ops[0].attrs.alpha == 1.0f);  // the Conv's own alpha is untouched
+  check_graph(g3.g);
 }
 
 TEST_CASE("Residual Add fuses into the Conv before it; a Relu after it becomes the activation") {

@@ -146,8 +146,8 @@ TEST_CASE("MatMul reference: fused bias [N], residual and every activation vs na
   const graph::Activation activations[] = {graph::Activation::None, graph::Activation::Relu,
                                            graph::Activation::Clip, graph::Activation::Sigmoid,
                                            graph::Activation::Gelu, graph::Activation::GeluTanh,
-                                           graph::Activation::Silu};
-  for (int trial = 0; trial < 70; ++trial) {
+                                           graph::Activation::Silu, graph::Activation::LeakyRelu};
+  for (int trial = 0; trial < 80; ++trial) {
     const uint64_t seed = base_seed() + 4500 + trial;
     INFO("seed " << seed << " (set TESSERA_TEST_SEED to replay)");
     Rng rng(seed);
@@ -162,9 +162,10 @@ TEST_CASE("MatMul reference: fused bias [N], residual and every activation vs na
     const bool with_residual = with_bias && trial % 2 == 0;
     graph::Operator op = make_op(OpType::MatMul);
     op.attrs.fused_residual = with_residual;
-    op.attrs.activation = activations[trial % 7];
+    op.attrs.activation = activations[trial % 8];
     op.attrs.clip_min = -0.2f;
     op.attrs.clip_max = 0.3f;
+    op.attrs.leaky_relu_alpha = 0.25f;
     Shape out_shape;
     std::vector<double> expected = naive_matmul(a, b, out_shape);
     const Tensor residual = random_tensor(out_shape, rng);
@@ -192,6 +193,9 @@ TEST_CASE("MatMul reference: fused bias [N], residual and every activation vs na
           break;
         case graph::Activation::Silu:
           x = x / (1.0 + std::exp(-x));
+          break;
+        case graph::Activation::LeakyRelu:
+          x = x >= 0.0 ? x : 0.25 * x;
           break;
       }
       expected[e] = x;

@@ -83,6 +83,8 @@ std::string activation_name(Activation a) {
       return "gelu_tanh";
     case Activation::Silu:
       return "silu";
+    case Activation::LeakyRelu:
+      return "leaky_relu";
   }
   return "?";
 }
@@ -256,6 +258,7 @@ std::optional<OpCase> conv_case(const ConvSpec& s, const std::string& label) {
   a.activation = s.activation;
   a.clip_min = -0.25f;
   a.clip_max = 0.5f;
+  a.leaky_relu_alpha = 0.1f;
   const int64_t oh = out_h / s.stride_h + 1, ow = out_w / s.stride_w + 1;
   const int64_t group_channels = s.channels / s.group;
   if (s.one_d) {
@@ -312,7 +315,7 @@ ConvSpec random_conv_spec(std::mt19937_64& rng, bool depthwise) {
   s.in_w = 1 + static_cast<int64_t>(rng() % (s.one_d ? 60 : 19));
   s.bias = rng() % 3 != 0;
   s.activation = pick(rng, {Activation::None, Activation::Relu, Activation::Clip,
-                            Activation::Sigmoid, Activation::Silu});
+                            Activation::Sigmoid, Activation::Silu, Activation::LeakyRelu});
   s.residual = rng() % 3 == 0;
   return s;
 }
@@ -811,7 +814,7 @@ ConvSpec random_nhwc_depthwise_spec(std::mt19937_64& rng) {
   s.in_w = pick<int64_t>(rng, {1, 2, 4, 5, 7, 9, 13, 23, 30});
   s.bias = rng() % 4 != 0;
   s.activation = pick(rng, {Activation::None, Activation::Relu, Activation::Clip,
-                            Activation::Sigmoid, Activation::Silu});
+                            Activation::Sigmoid, Activation::Silu, Activation::LeakyRelu});
   s.residual = rng() % 3 == 0;
   return s;
 }
@@ -1192,6 +1195,7 @@ OpCase gemm_case(int64_t m, int64_t k, int64_t n, bool trans_a, bool trans_b, fl
   a.activation = act;
   a.clip_min = -0.5f;
   a.clip_max = 0.75f;
+  a.leaky_relu_alpha = 0.2f;
   c.inputs = {trans_a ? Shape{k, m} : Shape{m, k}, trans_b ? Shape{n, k} : Shape{k, n}};
   c.constant = {false, true};
   switch (form) {
@@ -1239,8 +1243,9 @@ TEST_CASE("cpu.gemm matches the reference gemm: every C form, transposes, alpha,
         const int64_t n = pick<int64_t>(rng, {1, 5, 16, 67, 130});
         const float alpha = pick(rng, {1.0f, 0.5f, -1.25f});
         const float beta = pick(rng, {1.0f, 0.75f, 0.0f});
-        const Activation act = pick(rng, {Activation::None, Activation::Relu, Activation::Clip,
-                                          Activation::Sigmoid, Activation::Silu});
+        const Activation act =
+            pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid,
+                       Activation::Silu, Activation::LeakyRelu});
         check_case("cpu.gemm", gemm_case(m, k, n, t & 1, t & 2, alpha, beta, form, c_constant, act),
                    seed++);
       }
@@ -1261,6 +1266,7 @@ OpCase matmul_case(const Shape& a_batch, int64_t m, int64_t k, int64_t n, Activa
   c.op.attrs.activation = act;
   c.op.attrs.clip_min = 0.0f;
   c.op.attrs.clip_max = 0.5f;
+  c.op.attrs.leaky_relu_alpha = 0.3f;
   Shape a = a_batch;
   a.push_back(m);
   a.push_back(k);
@@ -1288,9 +1294,9 @@ TEST_CASE("cpu.matmul matches the reference matmul for A of rank 2 to 4") {
     const int64_t m = pick<int64_t>(rng, {1, 2, 5, 13, 37});
     const int64_t k = pick<int64_t>(rng, {1, 4, 19, 330});
     const int64_t n = pick<int64_t>(rng, {1, 7, 64, 71});
-    const Activation act =
-        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid,
-                   Activation::Gelu, Activation::GeluTanh, Activation::Silu});
+    const Activation act = pick(
+        rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid,
+              Activation::Gelu, Activation::GeluTanh, Activation::Silu, Activation::LeakyRelu});
     check_case("cpu.matmul", matmul_case(batch, m, k, n, act, /*bias=*/i % 2 == 1), seed++);
   }
 }
@@ -1310,10 +1316,10 @@ TEST_CASE("cpu.matmul_batched matches the reference matmul (activation B, batch 
     const int64_t m = pick<int64_t>(rng, {1, 2, 5, 13, 37});
     const int64_t k = pick<int64_t>(rng, {1, 4, 19, 64});
     const int64_t n = pick<int64_t>(rng, {1, 7, 16, 71});
-    OpCase c = matmul_case(
-        a_batch, m, k, n,
-        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid,
-                   Activation::Gelu, Activation::GeluTanh, Activation::Silu}));
+    OpCase c = matmul_case(a_batch, m, k, n,
+                           pick(rng, {Activation::None, Activation::Relu, Activation::Clip,
+                                      Activation::Sigmoid, Activation::Gelu, Activation::GeluTanh,
+                                      Activation::Silu, Activation::LeakyRelu}));
     c.label = "matmul_batched";
     c.inputs[1] = b_batch;
     c.inputs[1].push_back(k);
@@ -1342,9 +1348,9 @@ TEST_CASE("cpu.matmul, cpu.matmul_batched and cpu.gemm add a fused residual like
     const int64_t m = pick<int64_t>(rng, {1, 2, 5, 13, 37});
     const int64_t k = pick<int64_t>(rng, {1, 4, 19, 330});
     const int64_t n = pick<int64_t>(rng, {1, 7, 16, 64, 71});
-    const Activation act =
-        pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid,
-                   Activation::Gelu, Activation::GeluTanh, Activation::Silu});
+    const Activation act = pick(
+        rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid,
+              Activation::Gelu, Activation::GeluTanh, Activation::Silu, Activation::LeakyRelu});
     check_case("cpu.matmul", with_residual(matmul_case(batch, m, k, n, act, /*bias=*/true)),
                seed++);
     // B an activation (2-D: the fused bias needs that).
@@ -1532,7 +1538,7 @@ ConvSpec random_winograd_spec(std::mt19937_64& rng) {
   s.pad_right = static_cast<int64_t>(rng() % 3);
   s.bias = rng() % 3 != 0;
   s.activation = pick(rng, {Activation::None, Activation::Relu, Activation::Clip,
-                            Activation::Sigmoid, Activation::Silu});
+                            Activation::Sigmoid, Activation::Silu, Activation::LeakyRelu});
   s.residual = rng() % 3 == 0;
   return s;
 }

@@ -45,6 +45,7 @@ struct GemmCase {
   bool residual = false;
   GemmResidual residual_position = GemmResidual::kBeforeActivation;
   float clip_min = -0.5f, clip_max = 0.75f;
+  float leaky_alpha = 0.2f;
   bool zero_b = false;
   int64_t next_b_k = 0;       // > 0: a next_b of [next_b_k, cols] to fetch (C must not change)
   GemmBlocking blocking;      // run() sets pack_a_min_columns to force A packed or in place
@@ -139,6 +140,7 @@ void check_case(const GemmMicrokernel& kernel, const GemmCase& gc, uint64_t seed
   ep.activation = gc.activation;
   ep.clip_min = gc.clip_min;
   ep.clip_max = gc.clip_max;
+  ep.leaky_alpha = gc.leaky_alpha;
   ep.residual = gc.residual ? residual.data() : nullptr;
   ep.ld_residual = ldr;
   ep.residual_position = gc.residual_position;
@@ -197,6 +199,9 @@ void check_case(const GemmMicrokernel& kernel, const GemmCase& gc, uint64_t seed
           break;
         case GemmActivation::kSilu:
           x = x / (1.0 + std::exp(-x));
+          break;
+        case GemmActivation::kLeakyRelu:
+          x = x >= 0.0 ? x : gc.leaky_alpha * x;
           break;
       }
       if (gc.residual_position == GemmResidual::kAfterActivation) x += r;
@@ -302,7 +307,7 @@ void test_microkernel(const GemmMicrokernel& kernel) {
         for (GemmActivation act :
              {GemmActivation::kNone, GemmActivation::kRelu, GemmActivation::kClip,
               GemmActivation::kSigmoid, GemmActivation::kGelu, GemmActivation::kGeluTanh,
-              GemmActivation::kSilu}) {
+              GemmActivation::kSilu, GemmActivation::kLeakyRelu}) {
           for (int residual = 0; residual < 3; ++residual) {
             GemmCase gc = whole(2 * mr + 1, 2 * nr + 1, k);
             gc.tile = {1, 2 * mr + 1, 1, 2 * nr + 1};  // whole microtiles and edges

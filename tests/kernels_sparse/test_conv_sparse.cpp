@@ -105,6 +105,7 @@ std::optional<ConvCase> make_case(const ConvSpec& s) {
   a.activation = s.activation;
   a.clip_min = -0.25f;
   a.clip_max = 0.5f;
+  a.leaky_relu_alpha = 0.1f;
   const int64_t oh = span_h / s.stride_h + 1, ow = span_w / s.stride_w + 1;
   if (s.one_d) {
     a.kernel_shape = {s.k_w};
@@ -234,7 +235,7 @@ Layout random_layout(std::mt19937_64& rng) {
 
 Activation random_activation(std::mt19937_64& rng) {
   return pick(rng, {Activation::None, Activation::Relu, Activation::Clip, Activation::Sigmoid,
-                    Activation::Gelu, Activation::Silu});
+                    Activation::Gelu, Activation::Silu, Activation::LeakyRelu});
 }
 
 // `base` as case v of 3 (no bias; bias; bias and a residual) with a random

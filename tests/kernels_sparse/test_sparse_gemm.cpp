@@ -91,7 +91,7 @@ EpilogueCase random_epilogue(std::mt19937_64& rng) {
   EpilogueCase e;
   e.accumulate = rng() % 4 == 0;
   e.bias = static_cast<cpu::GemmBias>(rng() % 3);
-  e.activation = static_cast<cpu::GemmActivation>(rng() % 7);  // kNone .. kSilu
+  e.activation = static_cast<cpu::GemmActivation>(rng() % 8);  // kNone .. kLeakyRelu
   e.residual = rng() % 3 == 0;
   e.position =
       rng() % 2 ? cpu::GemmResidual::kAfterActivation : cpu::GemmResidual::kBeforeActivation;
@@ -124,6 +124,7 @@ void check_layout(int64_t m, int64_t k, int64_t n, const std::vector<float>& b, 
   ep.activation = ec.activation;
   ep.clip_min = -0.3f;
   ep.clip_max = 0.4f;
+  ep.leaky_alpha = 0.15f;
   ep.residual = ec.residual ? residual.data() : nullptr;
   ep.ld_residual = ldr;
   ep.residual_position = ec.position;
@@ -162,6 +163,9 @@ void check_layout(int64_t m, int64_t k, int64_t n, const std::vector<float>& b, 
           break;
         case cpu::GemmActivation::kSilu:
           x = x / (1.0 + std::exp(-x));
+          break;
+        case cpu::GemmActivation::kLeakyRelu:
+          x = x >= 0.0 ? x : 0.15 * x;
           break;
       }
       if (ec.position == cpu::GemmResidual::kAfterActivation) x += r;

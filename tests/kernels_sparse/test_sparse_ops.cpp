@@ -134,9 +134,10 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed) {
 using tessera::test::pick;
 
 graph::Activation random_activation(std::mt19937_64& rng) {
-  return pick(rng, {graph::Activation::None, graph::Activation::Relu, graph::Activation::Clip,
-                    graph::Activation::Sigmoid, graph::Activation::Gelu,
-                    graph::Activation::GeluTanh, graph::Activation::Silu});
+  return pick(rng,
+              {graph::Activation::None, graph::Activation::Relu, graph::Activation::Clip,
+               graph::Activation::Sigmoid, graph::Activation::Gelu, graph::Activation::GeluTanh,
+               graph::Activation::Silu, graph::Activation::LeakyRelu});
 }
 
 // With `bias`, the fused per-column bias [N] (graph/fuse_matmul_bias.hpp) as input 2.
@@ -148,6 +149,7 @@ OpCase matmul_case(const Shape& batch, int64_t m, int64_t k, int64_t n, double d
   c.op.attrs.activation = act;
   c.op.attrs.clip_min = 0.0f;
   c.op.attrs.clip_max = 0.5f;
+  c.op.attrs.leaky_relu_alpha = 0.3f;
   Shape a = batch;
   a.push_back(m);
   a.push_back(k);
@@ -179,6 +181,7 @@ OpCase gemm_case(int64_t m, int64_t k, int64_t n, bool trans_b, int c_form, floa
   a.activation = act;
   a.clip_min = -0.25f;
   a.clip_max = 0.5f;
+  a.leaky_relu_alpha = 0.1f;
   c.inputs = {{m, k}, trans_b ? Shape{n, k} : Shape{k, n}};
   c.constant = {false, true};
   c.density = {1.0, density};

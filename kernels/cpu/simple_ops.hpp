@@ -111,4 +111,13 @@ void slice(const TileArgs& args);
 std::optional<std::string> slice_applies(const graph::Operator& op,
                                          std::span<const ConstTensorView> inputs);
 
+// concat.cpp — "cpu.concat": each input's part of the tile copied in runs
+// along the output's innermost dims in memory (one memcpy per run where the
+// input is stored in the same order, merging the dims the tile covers whole;
+// a strided gather otherwise), where the reference computes every element's
+// index and source. Any layouts, mixed too. Bitwise equal (a copy).
+void concat(const TileArgs& args);
+std::optional<std::string> concat_applies(const graph::Operator& op,
+                                          std::span<const ConstTensorView> inputs);
+
 }  // namespace tessera::kernels::cpu

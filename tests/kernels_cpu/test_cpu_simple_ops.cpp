@@ -573,3 +573,38 @@ TEST_CASE("cpu.global_average_pool NHWC input: bitwise the reference's in-order 
     check_case("cpu.global_average_pool", c, seed, false, exact);
   }
 }
+
+TEST_CASE("cpu.concat matches the reference bitwise: any rank, axis, inputs and layouts") {
+  // Layouts mixed freely at rank 4 (YOLO's NHWC upsampled map beside an
+  // NCHW route; the Focus stem's NCHW slices into an NHWC map), so both the
+  // merged memcpy runs and the strided gathers are reached.
+  const uint64_t seed0 = base_seed();
+  int mixed = 0;
+  for (int t = 0; t < 300; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 4241 + 29);
+    OpCase c;
+    c.op.name = "concat";
+    c.op.type = OpType::Concat;
+    const size_t rank = 1 + rng() % 4;
+    c.output = random_shape(rng, rank);
+    const auto axis = static_cast<size_t>(rng() % rank);
+    c.op.attrs.axis = static_cast<int64_t>(axis);
+    const size_t count = 1 + rng() % 4;
+    c.output[axis] = 0;
+    for (size_t i = 0; i < count; ++i) {
+      Shape in = c.output;
+      in[axis] = pick<int64_t>(rng, {1, 2, 3, 16, 17, 64});
+      c.output[axis] += in[axis];
+      c.inputs.push_back(in);
+    }
+    if (rank == 4) {
+      auto layout = [&] { return rng() % 2 ? graph::Layout::NHWC : graph::Layout::NCHW; };
+      c.out_layout = layout();
+      for (size_t i = 0; i < count; ++i) c.layouts.push_back(layout());
+      for (graph::Layout l : c.layouts) mixed += l != c.out_layout;
+    }
+    check_case("cpu.concat", c, seed, true, exact);
+  }
+  CHECK(mixed > 20);
+}

@@ -402,6 +402,34 @@ TEST_CASE("tiler: a global average pool gets one tile per image") {
   }
 }
 
+TEST_CASE("tiler: a channel Concat of maps takes row tiles even after grid-tiled inputs") {
+  // YOLO's route: a map from a grid-tiled op (here a Transpose) beside a
+  // conv's, concatenated along channels. Each tile holds every channel of
+  // a run of rows; the Transpose keeps its channel grid.
+  GraphBuilder b;
+  int32_t x = b.input("x", {1, 8, 16, 16});
+  OpAttributes perm;
+  perm.perm = {0, 1, 2, 3};
+  int32_t t = b.op(OpType::Transpose, {x}, perm);
+  int32_t c = b.op(OpType::Conv, {x, b.weight("w", {8, 8, 3, 3})},
+                   spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}));
+  OpAttributes channels;
+  channels.axis = 1;
+  b.g.outputs = {b.op(OpType::Concat, {t, c}, channels)};
+  auto nodes = build_tile_nodes(b.g, TilerOptions{4, 2});
+  check_tile_graph(b.g, nodes);
+  int concat_tiles = 0, transpose_channel_cuts = 0;
+  for (const TileNode& n : nodes) {
+    if (n.op == 0) transpose_channel_cuts += n.region.extent(1) < 8;
+    if (n.op != 2) continue;
+    ++concat_tiles;
+    CHECK(n.region.extent(1) == 16);
+    CHECK(n.region.extent(2) == 4);
+  }
+  CHECK(concat_tiles == 4);
+  CHECK(transpose_channel_cuts == 4);
+}
+
 TEST_CASE("tiler: at one thread the automatic rule keeps ops whole, one tile per image") {
   GraphBuilder b;
   int32_t x = b.input("x", {2, 8, 28, 28});

@@ -13,7 +13,7 @@ Runtime's (max abs difference over ORT's max abs output printed) and PyTorch's a
 
   ./scripts/setup_bench.sh
   .venv-bench/bin/python bench/e2e/compare_peers.py --tessera build/bin/tessera \\
-      [--models resnet50 mobilenetv2 vgg16 efficientnet_b0 bert gpt2] [--threads 1 2] \\
+      [--models resnet50 mobilenetv2 vgg16 efficientnet_b0 yolo bert gpt2] [--threads 1 2] \\
       [--batch 1] [--seq 128] [--layers 12] [--iterations 10] [--warmup 2] \\
       [--peers tessera ort torch torchscript tvm] [--tvm-iterations 3] [--rounds 1] [--json FILE]
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Exports the models of issue 5 from PyTorch's own modules to ONNX (random weights, fixed
 seed; torch_models.py builds them): torchvision ResNet-50, MobileNetV2, VGG-16,
-EfficientNet-B0 (batch N, 3x224x224) and Hugging Face BertModel / GPT2Model (token ids
-[batch, seq]). Uses torch.onnx.export's default exporter (torch.export + onnxscript,
+EfficientNet-B0 (batch N, 3x224x224), a YOLO-style detector (tiny_yolo.py, 3x416x416) and
+Hugging Face BertModel / GPT2Model (token ids [batch, seq]). Uses torch.onnx.export's default exporter (torch.export + onnxscript,
 dynamo=True; it emits opset 18 and up); --exporter torchscript picks the older
 TorchScript-based one (it cannot export current transformers' mask code: aten::diff).
 

@@ -1,14 +1,14 @@
 """The models of issue 5 as PyTorch modules with random weights (a fixed seed, so every
 process that builds a model gets the same weights): torchvision's ResNet-50, MobileNetV2,
-VGG-16 and EfficientNet-B0, and Hugging Face's BertModel and GPT2Model built from their
-configs (PyTorch modules; no download). Used by export_torch_models.py (to ONNX) and by
+VGG-16 and EfficientNet-B0, a YOLO-style detector (tiny_yolo.py), and Hugging Face's
+BertModel and GPT2Model built from their configs (PyTorch modules; no download). Used by export_torch_models.py (to ONNX) and by
 compare_peers.py (PyTorch eager and TorchScript run the same modules).
 
 Needs the bench environment: ./scripts/setup_bench.sh (.venv-bench).
 """
 import torch
 
-CNNS = ["resnet50", "mobilenetv2", "vgg16", "efficientnet_b0"]
+CNNS = ["resnet50", "mobilenetv2", "vgg16", "efficientnet_b0", "yolo"]
 TRANSFORMERS = ["bert", "gpt2"]
 MODELS = CNNS + TRANSFORMERS
 SEED = 20261121
@@ -24,6 +24,11 @@ def model_key(name, batch, seq, layers):
 def build(name, batch=1, seq=128, layers=12):
     """Returns (module in eval mode, dict of example inputs by ONNX input name)."""
     torch.manual_seed(SEED)
+    if name == "yolo":
+        import tiny_yolo
+
+        module = tiny_yolo.TinyYolo().eval()
+        return module, {"input": torch.randn(batch, 3, tiny_yolo.SIZE, tiny_yolo.SIZE)}
     if name in CNNS:
         import torchvision.models as tvm_models
 

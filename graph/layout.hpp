@@ -29,6 +29,15 @@ inline std::vector<int64_t> layout_strides(const Shape& shape, Layout layout) {
   return {h * w * c, 1, w * c, c};
 }
 
+// The logical dims of a rank-`rank` tensor stored in `layout`, from the
+// innermost in memory outwards (NHWC: C, W, H, N).
+inline std::vector<size_t> physical_dims(size_t rank, Layout layout) {
+  if (layout == Layout::NHWC && rank == 4) return {1, 3, 2, 0};
+  std::vector<size_t> order(rank);
+  for (size_t i = 0; i < rank; ++i) order[i] = rank - 1 - i;
+  return order;
+}
+
 // Whether NHWC and NCHW put every element of `shape` at the same offset
 // (rank 4 with H·W == 1, or not rank 4): then the layout is immaterial.
 inline bool layout_immaterial(const Shape& shape) {

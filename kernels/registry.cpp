@@ -140,6 +140,8 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::Transpose, "cpu.transpose", cpu::transpose, nullptr, cpu::transpose_applies, 10},
     {OpType::Slice, "cpu.slice", cpu::slice, nullptr, cpu::slice_applies, 10},
     {OpType::Concat, "cpu.concat", cpu::concat, nullptr, cpu::concat_applies, 10, kAnyLayout},
+    {OpType::Pad, "cpu.pad", cpu::pad, nullptr, cpu::pad_applies, 10, kUniformLayout},
+    {OpType::Resize, "cpu.resize", cpu::resize, nullptr, cpu::resize_applies, 10, kUniformLayout},
     {OpType::MaxPool, "cpu.maxpool", cpu::max_pool, nullptr, cpu::max_pool_applies, 10,
      kUniformLayout},
     {OpType::AveragePool, "cpu.average_pool", cpu::average_pool, nullptr, cpu::average_pool_applies,

@@ -14,14 +14,6 @@ namespace {
 
 constexpr std::string_view kConcat = "cpu.concat";
 
-// Logical dims from the innermost in memory outwards.
-std::vector<size_t> physical_order(size_t rank, graph::Layout layout) {
-  if (layout == graph::Layout::NHWC && rank == 4) return {1, 3, 2, 0};
-  std::vector<size_t> order(rank);
-  for (size_t i = 0; i < rank; ++i) order[i] = rank - 1 - i;
-  return order;
-}
-
 // Copies the box `r` of the output from input `x`, whose index along `axis`
 // is the output's minus `shift`, in runs. Where the input is stored in the
 // same order as the output, a run is a memcpy along the innermost dim in
@@ -36,8 +28,8 @@ void copy_box(const ConstTensorView& x, const TensorView& y, const graph::Region
   const size_t rank = out_shape.size();
   const std::vector<int64_t> out_strides = graph::layout_strides(out_shape, y.layout);
   const std::vector<int64_t> in_strides = graph::layout_strides(*x.shape, x.layout);
-  const std::vector<size_t> order = physical_order(rank, y.layout);
-  const std::vector<size_t> in_order = physical_order(rank, x.layout);
+  const std::vector<size_t> order = graph::physical_dims(rank, y.layout);
+  const std::vector<size_t> in_order = graph::physical_dims(rank, x.layout);
   const bool same_order = graph::layout_immaterial(out_shape) || order == in_order;
   size_t inner = order[0];
   if (!same_order && r.extent(in_order[0]) > r.extent(inner)) inner = in_order[0];

@@ -120,4 +120,17 @@ void concat(const TileArgs& args);
 std::optional<std::string> concat_applies(const graph::Operator& op,
                                           std::span<const ConstTensorView> inputs);
 
+// resample_ops.cpp — "cpu.pad" (every mode) and "cpu.resize" (nearest; linear
+// stays on the reference): the reference's per-dim source indices
+// (graph/source_index.hpp), walked in runs along the output's innermost dim
+// in memory, so they run NHWC as well as NCHW (input and output alike) and
+// a detector's maps need not turn NCHW around them; runs of consecutive
+// sources (an NHWC pixel's channels) are one memcpy. Bitwise equal.
+void pad(const TileArgs& args);
+std::optional<std::string> pad_applies(const graph::Operator& op,
+                                       std::span<const ConstTensorView> inputs);
+void resize(const TileArgs& args);
+std::optional<std::string> resize_applies(const graph::Operator& op,
+                                          std::span<const ConstTensorView> inputs);
+
 }  // namespace tessera::kernels::cpu

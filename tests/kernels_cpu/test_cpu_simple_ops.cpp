@@ -608,3 +608,92 @@ TEST_CASE("cpu.concat matches the reference bitwise: any rank, axis, inputs and 
   }
   CHECK(mixed > 20);
 }
+
+TEST_CASE("cpu.pad matches the reference bitwise: every mode, crops, NCHW and NHWC") {
+  const uint64_t seed0 = base_seed();
+  int nhwc = 0;
+  for (int t = 0; t < 300; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 6271 + 3);
+    OpCase c;
+    c.op.name = "pad";
+    c.op.type = OpType::Pad;
+    graph::OpAttributes& a = c.op.attrs;
+    a.pad_mode =
+        pick(rng, {graph::PadMode::Constant, graph::PadMode::Reflect, graph::PadMode::Edge});
+    a.pad_value = static_cast<float>(static_cast<int64_t>(rng() % 9) - 4) * 0.5f;
+    const size_t rank = 1 + rng() % 4;
+    const Shape in = random_shape(rng, rank);
+    Shape out = in;
+    a.pads.assign(2 * rank, 0);
+    for (size_t d = 0; d < rank; ++d)
+      for (size_t side : {d, d + rank}) {
+        // Up to 3 either way (reflection past the far edge included); a crop
+        // leaves at least one element.
+        const int64_t p = static_cast<int64_t>(rng() % 7) - 3;
+        if (out[d] + p < 1) continue;
+        a.pads[side] = p;
+        out[d] += p;
+      }
+    c.inputs = {in};
+    c.output = out;
+    if (rank == 4 && rng() % 2) {
+      nhwc_everywhere(c);
+      ++nhwc;
+    }
+    check_case("cpu.pad", c, seed, true, exact);
+  }
+  CHECK(nhwc > 20);
+}
+
+TEST_CASE(
+    "cpu.resize (nearest) matches the reference bitwise: every coordinate and rounding mode") {
+  const uint64_t seed0 = base_seed();
+  int nhwc = 0;
+  for (int t = 0; t < 300; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 3331 + 7);
+    OpCase c;
+    c.op.name = "resize";
+    c.op.type = OpType::Resize;
+    graph::OpAttributes& a = c.op.attrs;
+    a.resize_mode = graph::ResizeMode::Nearest;
+    a.coordinate_mode = static_cast<graph::CoordinateMode>(
+        rng() % (static_cast<uint64_t>(graph::kLastCoordinateMode) + 1));
+    a.nearest_mode = static_cast<graph::NearestMode>(
+        rng() % (static_cast<uint64_t>(graph::kLastNearestMode) + 1));
+    const size_t rank = 3 + rng() % 2;
+    const Shape in = random_shape(rng, rank);
+    Shape out = in;
+    a.scales.assign(rank, 1.0f);
+    for (size_t d = rank - 2; d < rank; ++d) {
+      a.scales[d] = pick(rng, {0.5f, 0.75f, 1.0f, 1.5f, 2.0f, 3.0f});
+      out[d] = std::max<int64_t>(1, static_cast<int64_t>(static_cast<float>(in[d]) * a.scales[d]));
+    }
+    a.new_shape = out;
+    c.inputs = {in};
+    c.output = out;
+    if (rank == 4 && rng() % 2) {
+      nhwc_everywhere(c);
+      ++nhwc;
+    }
+    check_case("cpu.resize", c, seed, true, exact);
+  }
+  CHECK(nhwc > 20);
+}
+
+TEST_CASE("cpu.resize applies(): nearest only; linear stays on the reference, with a reason") {
+  graph::Operator op;
+  op.type = OpType::Resize;
+  op.attrs.resize_mode = graph::ResizeMode::Linear;
+  op.attrs.scales = {1.0f, 1.0f, 2.0f, 2.0f};
+  const Shape x{1, 2, 3, 3};
+  const ConstTensorView in{nullptr, &x};
+  const TileKernelVariant* v = kernels::find_tile_kernel_variant(OpType::Resize, "cpu.resize");
+  REQUIRE(v != nullptr);
+  const std::optional<std::string> why = v->applies(op, std::span(&in, 1));
+  REQUIRE(why.has_value());
+  CHECK(why->find("linear") != std::string::npos);
+  op.attrs.resize_mode = graph::ResizeMode::Nearest;
+  CHECK_FALSE(v->applies(op, std::span(&in, 1)).has_value());
+}

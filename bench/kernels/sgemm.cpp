@@ -64,6 +64,7 @@ constexpr Shape kShapes[] = {
     {"res3_3x3_784x128x1152", 784, 128, 1152},
     {"res4_3x3_196x256x2304", 196, 256, 2304},
     {"res5_3x3_49x512x4608", 49, 512, 4608},
+    {"yolo_3x3_169x1024x4608", 169, 1024, 4608},  // bench/e2e/tiny_yolo.py's 13x13 512->1024
     {"res2_1x1_3136x256x64", 3136, 256, 64},
     // MobileNetV2's 14×14 projection (1×1, 576 → 96) as a 2-thread tile.
     {"mbv2_1x1_56x96x576", 56, 96, 576},

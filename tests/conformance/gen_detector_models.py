@@ -5,7 +5,7 @@ Log, Reciprocal, Abs, Softplus, Max/Min with broadcasting and more than two oper
 constant/reflect/edge mode, Resize nearest with every coordinate transformation and nearest
 mode and linear from scales or sizes, Split in its opset 11/13/18 forms) and a YOLO-style head
 (Conv -> LeakyRelu -> Resize x2 nearest -> Concat -> Conv -> Split -> Sigmoid) at opsets 13 and
-17. gen_models.build_cases() appends these cases.
+17, and a reduced YOLO-style backbone (yolo_backbone). gen_models.build_cases() appends these cases.
 """
 
 from __future__ import annotations
@@ -183,6 +183,37 @@ def yolo_head(rng, opset, batch=1):
   return gm.Case(name, b.model([xy, wh, conf], opset, name), b.input_values)
 
 
+def yolo_backbone(rng, opset, batch=1):
+  """A reduced bench/e2e/tiny_yolo.py: the space-to-depth stem (four strided Slices and a
+  Concat), Conv + LeakyRelu(0.1) blocks (fused epilogues), MaxPools, the one-sided zero Pad
+  before a stride-1 MaxPool, and a 1x1 reduction upsampled by nearest Resize and concatenated
+  with the earlier route: the maps between them stay NHWC (cpu.pad, cpu.resize, cpu.concat)."""
+  b = gm.GraphBuilder(rng)
+  x = b.input([batch, 3, 16, 20], "image")
+  phases = [b.node("Slice", [x, i64(b, [h, w]), i64(b, [16, 20]), i64(b, [2, 3]), i64(b, [2, 2])])
+            for w in (0, 1) for h in (0, 1)]
+  y = b.node("Concat", phases, axis=1)  # [batch, 12, 8, 10]
+
+  def conv(y, c_in, c_out, k):
+    y = b.node("Conv", [y, b.weight([c_out, c_in, k, k]), b.weight([c_out], fan_in=1)],
+               kernel_shape=[k, k], pads=[k // 2] * 4)
+    return b.node("LeakyRelu", [y], alpha=0.1)
+
+  route = conv(y, 12, 16, 3)  # [batch, 16, 8, 10]
+  y = b.node("MaxPool", [route], kernel_shape=[2, 2], strides=[2, 2])  # 4x5
+  y = conv(y, 16, 24, 3)
+  y = b.node("Pad", [y, i64(b, [0, 0, 0, 0, 0, 0, 1, 1]), f32(b, 0.0)], mode="constant")
+  y = b.node("MaxPool", [y], kernel_shape=[2, 2], strides=[1, 1])  # 4x5
+  deep = conv(y, 24, 32, 3)
+  y = conv(deep, 32, 8, 1)
+  y = resize_node(b, y, opset, "nearest", scales=[1.0, 1.0, 2.0, 2.0],
+                  coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+  y = b.node("Concat", [y, route], axis=1)  # [batch, 24, 8, 10]
+  y = conv(y, 24, 16, 3)
+  name = f"yolo_backbone_op{opset}_n{batch}"
+  return gm.Case(name, b.model([deep, y], opset, name), b.input_values)
+
+
 SINGLE_OPS = [
     (lambda r, i: gen_activation(r, i, "LeakyRelu"), 3),
     (lambda r, i: gen_activation(r, i, "HardSigmoid"), 2),
@@ -206,4 +237,6 @@ def build_cases(rng) -> list:
   for opset in (13, 17):
     cases.append(yolo_head(np.random.default_rng(int(next(seeds))), opset))
   cases.append(yolo_head(np.random.default_rng(int(next(seeds))), 17, batch=2))
+  for opset, batch in ((13, 1), (18, 2)):
+    cases.append(yolo_backbone(np.random.default_rng(int(next(seeds))), opset, batch))
   return cases

@@ -328,23 +328,14 @@ void copy_strided_view(const float* x, const std::vector<int64_t>& in_strides, f
       for (int64_t j = 0; j < cols; ++j) y[out_off + j] = x[in_off + j * col_step];
     } else {
       // A 2-D transpose: rows along output dim q (contiguous in the input),
-      // columns along the output's last dim; 16 x 16 blocks keep both the
-      // strided reads and the contiguous writes in cache.
-      constexpr int64_t kBlock = 16;
+      // columns along the output's last dim, in 4 x 4 SSE blocks
+      // (transpose_panel: input row j holds output column j). Element by
+      // element in 16 x 16 blocks, BERT's 12 K^T transposes ([128, 12, 64]
+      // -> [12, 64, 128]) took 0.84 ms per run at 1 thread.
       const int64_t rows = r.extent(q), row_out = out_strides[q];
       in_off += r.begin[q];
       out_off += r.begin[q] * row_out;
-      for (int64_t i0 = 0; i0 < rows; i0 += kBlock) {
-        const int64_t i1 = std::min(rows, i0 + kBlock);
-        for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
-          const int64_t j1 = std::min(cols, j0 + kBlock);
-          for (int64_t i = i0; i < i1; ++i) {
-            const float* src = x + in_off + i;
-            float* dst = y + out_off + i * row_out;
-            for (int64_t j = j0; j < j1; ++j) dst[j] = src[j * col_step];
-          }
-        }
-      }
+      transpose_panel(x + in_off, col_step, cols, rows, y + out_off, row_out);
     }
     size_t d = rank;
     for (;;) {

@@ -9,6 +9,12 @@ scales into [batch, boxes, 85]). 416x416 input, 80 classes, 3 anchors per scale:
 
 Random weights (torch_models.build seeds them); the batch-norm statistics are randomised
 too, so folding them into the convolutions is exercised with non-trivial values.
+
+compare_peers.py's max|tessera-ort|/max|ort| reads about 2.4e-4 on this model: that is ONNX
+Runtime's. Against the module run in float64 (session 16, one random input), ORT with any
+graph optimisation level from BASIC up differs by 2.4e-4 of the output's range (a box size,
+(2 sigmoid(x))^2 times a 344-pixel anchor), ORT with none by 1.1e-7, PyTorch float32 by 1.8e-7
+and Tessera by 2.1e-7.
 """
 import torch
 from torch import nn

@@ -430,6 +430,37 @@ TEST_CASE("tiler: a channel Concat of maps takes row tiles even after grid-tiled
   CHECK(transpose_channel_cuts == 4);
 }
 
+TEST_CASE("tiler: elementwise ops on a conv's map take its row tiles, whatever their op type") {
+  // HardSwish (MobileNetV3) and LeakyRelu where they are not fused: the
+  // ops past BatchNormalization in OpType otherwise take the transformers'
+  // grid tiles, which cut a map's channels. A Transpose's output keeps them.
+  for (OpType type : {OpType::HardSwish, OpType::LeakyRelu, OpType::Relu}) {
+    CAPTURE(op_type_name(type));
+    GraphBuilder b;
+    int32_t x = b.input("x", {1, 8, 16, 16});
+    int32_t c = b.op(OpType::Conv, {x, b.weight("w", {32, 8, 3, 3})},
+                     spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}));
+    int32_t a = b.op(type, {c});
+    OpAttributes perm;
+    perm.perm = {0, 1, 2, 3};
+    int32_t t = b.op(OpType::Transpose, {a}, perm);
+    b.g.outputs = {b.op(type, {t})};
+    auto nodes = build_tile_nodes(b.g, TilerOptions{4, 2});
+    check_tile_graph(b.g, nodes);
+    int after_conv = 0, after_transpose = 0;
+    for (const TileNode& n : nodes) {
+      if (n.op == 1) {
+        ++after_conv;
+        CHECK(n.region.extent(1) == 32);  // every channel of a run of rows
+        CHECK(n.region.extent(2) == 4);
+      }
+      if (n.op == 3) after_transpose += n.region.extent(1) < 32;  // the grid's channel cuts
+    }
+    CHECK(after_conv == 4);
+    CHECK(after_transpose == 4);
+  }
+}
+
 TEST_CASE("tiler: at one thread the automatic rule keeps ops whole, one tile per image") {
   GraphBuilder b;
   int32_t x = b.input("x", {2, 8, 28, 28});

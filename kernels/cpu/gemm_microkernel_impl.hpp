@@ -44,6 +44,19 @@ __attribute__((always_inline)) inline Batch apply_microtile_epilogue(
 // near enough that the lines are still in L1 when used.
 constexpr int kPrefetchBSteps = 8;
 
+// Panels of 64 columns are not prefetched in the k loop: a k step reads
+// four whole lines of B, in order, which the hardware's streamers fetch by
+// themselves, and the four prefetches took load-port slots beside the six
+// broadcasts and four loads. 6x64 without them (bench_sgemm, three
+// alternating rounds, GFLOP/s): BERT's cold 128x3072x768 171-174 -> 176-184,
+// 3136x256x64 162-171 -> 171-175, 256x64x576 193-203 -> 200-210, the rest
+// within noise; BERT-base at 2 threads 70.7-74.5 -> 70.5-71.0 ms, at 1
+// thread 135.9-139.0 -> 133.2-137.6, ResNet-50 at 1 thread 44.1-45.7 ->
+// 43.3-44.8 (tessera run, four alternating rounds). The narrower panels
+// keep them: without, 16x16 lost 4-10% and 14x32 on 784x32x192 7%.
+template <int NR>
+constexpr bool kPrefetchBInLoop = NR < 64;
+
 // The accumulators live in registers for a whole call only if nothing takes
 // their address: GCC's scalar replacement gives up on an array that a
 // lambda captures by reference ("needs to live in memory"), and then every
@@ -63,8 +76,10 @@ __attribute__((always_inline)) inline void gemm_k_step(Batch (&acc)[MR][NR / Bat
   constexpr int W = static_cast<int>(Batch::size);
   constexpr int NV = NR / W;
   constexpr int kBLines = (NR * 4 + 63) / 64;
+  if constexpr (kPrefetchBInLoop<NR>) {
 #pragma GCC unroll 8
-  for (int l = 0; l < kBLines; ++l) __builtin_prefetch(bk + kPrefetchBSteps * NR + l * 16);
+    for (int l = 0; l < kBLines; ++l) __builtin_prefetch(bk + kPrefetchBSteps * NR + l * 16);
+  }
   if constexpr (kDense) {
     if (k < dense_lines) __builtin_prefetch(next + k * 16, 0, 2);
     if (k + kc < dense_lines) __builtin_prefetch(next + (k + kc) * 16, 0, 2);

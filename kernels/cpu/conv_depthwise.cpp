@@ -61,8 +61,7 @@ inline void store_activated(const float* __restrict acc, float* __restrict out, 
     case graph::Activation::Silu:
     case graph::Activation::LeakyRelu:
       std::copy(acc, acc + count, out);
-      apply_activation_span(gemm_activation(attrs.activation), attrs.clip_min, attrs.clip_max,
-                            attrs.leaky_relu_alpha, out, count);
+      apply_activation_span(activation_epilogue(attrs), out, count);
       return;
   }
 }

@@ -113,8 +113,7 @@ std::vector<float> transform_weights(const float* w, int64_t channels, int64_t o
 // the store. y and residual are strided by channel (1 in NHWC, H·W in NCHW).
 struct PixelEpilogue {
   const float* bias = nullptr;  // at oc0
-  GemmActivation activation = GemmActivation::kNone;
-  GemmEpilogue scalar;  // the activation alone, for apply_epilogue_scalar
+  GemmEpilogue act;             // the op's activation alone (activation_epilogue)
 };
 
 void finish_pixel(const PixelEpilogue& ep, const float* acc, int64_t count, float* work,
@@ -128,17 +127,17 @@ void finish_pixel(const PixelEpilogue& ep, const float* acc, int64_t count, floa
     else
       for (int64_t j = 0; j < count; ++j) work[j] += residual[j * residual_stride];
   }
-  switch (ep.activation) {
+  switch (ep.act.activation) {
     case GemmActivation::kNone:
       break;
     case GemmActivation::kRelu:
       for (int64_t j = 0; j < count; ++j) work[j] = std::max(work[j], 0.0f);
       break;
     case GemmActivation::kClip:
-      for (int64_t j = 0; j < count; ++j) work[j] = apply_epilogue_scalar(work[j], ep.scalar, 0, 0);
+      for (int64_t j = 0; j < count; ++j) work[j] = apply_epilogue_scalar(work[j], ep.act, 0, 0);
       break;
-    default:  // Sigmoid, SiLU, GELU: the span form, not a dispatched call per element
-      apply_activation_span(ep.activation, 0.0f, 0.0f, ep.scalar.leaky_alpha, work, count);
+    default:  // Sigmoid, SiLU, GELU, LeakyRelu: the span form, not a call per element
+      apply_activation_span(ep.act, work, count);
       break;
   }
   if (y_stride == 1)
@@ -342,8 +341,7 @@ void conv_winograd(const TileArgs& args) {
 
   PixelEpilogue epilogue;
   epilogue.bias = args.input_count >= 3 ? args.inputs[2].data + tb.oc0 : nullptr;
-  epilogue.activation = gemm_activation(args.op->attrs.activation);
-  epilogue.scalar = activation_epilogue(args.op->attrs);
+  epilogue.act = activation_epilogue(args.op->attrs);
   for (tb.n = r.begin[0]; tb.n < r.end[0]; ++tb.n)
     for (int64_t first = 0; first < blocks; first += max_blocks)
       run_chunk(args, prep, tb, first, std::min(max_blocks, blocks - first), epilogue);

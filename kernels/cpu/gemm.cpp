@@ -487,10 +487,9 @@ float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t 
   return x;
 }
 
-void apply_activation_span(GemmActivation activation, float clip_min, float clip_max,
-                           float leaky_alpha, float* values, int64_t n) {
-  if (activation == GemmActivation::kNone) return;
-  vector_ops().activation(activation, clip_min, clip_max, leaky_alpha, values, n);
+void apply_activation_span(const GemmEpilogue& ep, float* values, int64_t n) {
+  if (ep.activation == GemmActivation::kNone) return;
+  vector_ops().activation(ep.activation, ep.clip_min, ep.clip_max, ep.leaky_alpha, values, n);
 }
 
 }  // namespace tessera::kernels::cpu

@@ -189,12 +189,12 @@ struct GemmEpilogue {
 // AVX-512 unit could be the copy the linker keeps.
 float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n);
 
-// values[i] = activation(values[i]) for i < n, with the epilogue's
-// arithmetic (vector_ops().activation: the same bits as the microkernels):
-// for kernels that apply a fused activation after their own loops
-// (depthwise NCHW, Gemm with C, Winograd).
-void apply_activation_span(GemmActivation activation, float clip_min, float clip_max,
-                           float leaky_alpha, float* values, int64_t n);
+// values[i] = ep's activation of values[i] for i < n (its activation and
+// their parameters only: bias and residual are not applied), with the
+// epilogue's arithmetic (vector_ops().activation: the same bits as the
+// microkernels): for kernels that apply a fused activation after their own
+// loops (depthwise NCHW, Gemm with C, Winograd, int8).
+void apply_activation_span(const GemmEpilogue& ep, float* values, int64_t n);
 
 struct GemmTile {
   int64_t m0 = 0, m1 = 0;  // rows of C (and A)

@@ -169,8 +169,7 @@ void epilogue_portable(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0
       for (int64_t n = n0; n < n1; ++n) row[n] += ep.bias[m];
     if (residual && before)
       for (int64_t n = n0; n < n1; ++n) row[n] += residual[n];
-    apply_activation_span(ep.activation, ep.clip_min, ep.clip_max, ep.leaky_alpha, row + n0,
-                          n1 - n0);
+    apply_activation_span(ep, row + n0, n1 - n0);
     if (residual && !before)
       for (int64_t n = n0; n < n1; ++n) row[n] += residual[n];
   }

@@ -271,13 +271,13 @@ void gemm(const TileArgs& args) {
     const int64_t c_row = c_shape.size() == 2 && c_shape[0] != 1 ? c_shape.back() : 0;
     const int64_t c_col = !c_shape.empty() && c_shape.back() != 1 ? 1 : 0;
     const float beta = attrs.beta;
+    const GemmEpilogue activation = activation_epilogue(attrs);
     for (int64_t i = i0; i < i1; ++i) {
       float* row = y + i * n;
       for (int64_t j = j0; j < j1; ++j) row[j] += beta * c_in[i * c_row + j * c_col];
       if (residual)
         for (int64_t j = j0; j < j1; ++j) row[j] += residual[i * n + j];
-      apply_activation_span(gemm_activation(attrs.activation), attrs.clip_min, attrs.clip_max,
-                            attrs.leaky_relu_alpha, row + j0, j1 - j0);
+      apply_activation_span(activation, row + j0, j1 - j0);
     }
   }
 }

@@ -2,7 +2,11 @@
 // beside oneDNN's dnnl_sgemm on the same shapes, in one run, with the
 // machine's FP32 peak for reference.
 //
-//   bench_sgemm [--benchmark_filter=...] [--benchmark_repetitions=N] [...]
+//   bench_sgemm [--blocking=KC,MC,NC] [--benchmark_filter=...]
+//               [--benchmark_repetitions=N] [...]
+//
+// --blocking forces one cache blocking (GemmBlocking's kc, mc, nc) on every
+// microkernel instead of each kernel's own, to sweep blockings by shape.
 //
 // The summary table takes each variant's median repetition (run with
 // --benchmark_repetitions=N); on this shared machine compare the ratios to
@@ -21,6 +25,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/gemm.hpp"
@@ -214,10 +219,38 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   }
 };
 
+// Takes --blocking=KC,MC,NC out of argv (Google Benchmark refuses flags it
+// does not know) and forces it; the A-packing threshold stays the default
+// kernel's. Returns false on a malformed value.
+bool force_blocking_flag(int& argc, char** argv) {
+  constexpr std::string_view kFlag = "--blocking=";
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (!arg.starts_with(kFlag)) continue;
+    long long kc = 0, mc = 0, nc = 0;
+    if (std::sscanf(argv[i] + kFlag.size(), "%lld,%lld,%lld", &kc, &mc, &nc) != 3 || kc < 1 ||
+        mc < 1 || nc < 1) {
+      std::fprintf(stderr, "bench_sgemm: --blocking takes KC,MC,NC (positive), got '%s'\n",
+                   argv[i]);
+      return false;
+    }
+    GemmBlocking blocking = gemm_blocking();
+    blocking.kc = kc;
+    blocking.mc = mc;
+    blocking.nc = nc;
+    set_gemm_blocking(blocking);
+    std::copy(argv + i + 1, argv + argc, argv + i);
+    --argc;
+    --i;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   tessera::bench::limit_openmp_to_one_thread();
+  if (!force_blocking_flag(argc, argv)) return 2;
 
   const double clock_hz = measure_clock_hz();
   const bool avx512 = gemm_isa_supported(GemmIsa::kAvx512);

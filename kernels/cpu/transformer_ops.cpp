@@ -88,8 +88,8 @@ constexpr std::string_view kSoftmax = "cpu.softmax";
 
 // softmax(alpha * x + mask) along the last axis (graph/fuse_softmax_input.hpp):
 // each row's inputs are formed in a per-thread buffer, rounded as the
-// reference rounds them, then run through the unfused rows' loops; the
-// scores are read once and the softmax written once.
+// reference rounds them, and their exps kept there; the scores are read
+// once and the softmax written once.
 void masked_softmax(const TileArgs& args) {
   const graph::Shape& shape = *args.output.shape;
   const size_t rank = shape.size();
@@ -112,24 +112,12 @@ void masked_softmax(const TileArgs& args) {
   graph::Region rows = region;  // whole rows: offsets of each row's first element
   rows.begin[rank - 1] = 0;
   rows.end[rank - 1] = n;
+  const int64_t mask_step = mask_strides[rank - 1];  // 1, or 0 for a value per row
   reference::for_each_row<2>(rows, {strides.data(), mask_strides.data()},
                              [&](const int64_t*, const std::array<int64_t, 2>& at, int64_t) {
-                               const float* xr = x + at[0];
-                               if (mask) {
-                                 const float* mr = mask + at[1];
-                                 if (mask_strides[rank - 1] == 1)
-                                   for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i] + mr[i];
-                                 else
-                                   for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i] + mr[0];
-                               } else {
-                                 for (int64_t i = 0; i < n; ++i) z[i] = alpha * xr[i];
-                               }
-                               if (length == n) {
-                                 ops.softmax_row(z, y + at[0], n);
-                               } else {
-                                 const SoftmaxStats stats = ops.softmax_stats(z, n);
-                                 ops.softmax_scale(z + b, y + at[0] + b, length, stats);
-                               }
+                               ops.scaled_masked_softmax_row(x + at[0], alpha,
+                                                             mask ? mask + at[1] : nullptr,
+                                                             mask_step, z, y + at[0], n, b, length);
                              });
 }
 

@@ -62,11 +62,18 @@ struct VectorOps {
   void (*unary)(UnaryMath op, const float* x, float* y, int64_t n, UnaryMathParams params);
   // The statistics of the contiguous row x[0, n), n >= 1.
   SoftmaxStats (*softmax_stats)(const float* x, int64_t n);
-  // y[i] = exp(x[i] - max) / sum for i < n.
+  // y[i] = exp(x[i] - max) · (1 / sum) for i < n.
   void (*softmax_scale)(const float* x, float* y, int64_t n, SoftmaxStats stats);
   // The whole row at once: softmax_stats then softmax_scale, the same bits,
   // but each exp computed once (kept in y between the passes); y may be x.
   void (*softmax_row)(const float* x, float* y, int64_t n);
+  // softmax(alpha * x + m) of the row x[0, n), m[i] = mask[i * mask_step]
+  // (mask_step 1, or 0 for one value; no m when mask is null), written to y
+  // at [begin, begin + length) only. z (n floats, scratch) takes the inputs,
+  // each rounded as the reference's Mul then Add round them, then their exps.
+  void (*scaled_masked_softmax_row)(const float* x, float alpha, const float* mask,
+                                    int64_t mask_step, float* z, float* y, int64_t n, int64_t begin,
+                                    int64_t length);
   // Mean and variance in float, two passes (the variance around the mean), n >= 1.
   LayerNormStats (*layer_norm_stats)(const float* x, int64_t n, float epsilon);
   // y[i] = ((x[i] - pivot) - mean_delta) * inv_std * scale[i] + bias[i] (bias may be null).

@@ -30,6 +30,7 @@
 #include "graph/region.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/simple_ops.hpp"
+#include "kernels/cpu/vector_math.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "kernels/tile_kernel.hpp"
 #include "test_random.hpp"
@@ -291,6 +292,40 @@ double ref_math(cpu::UnaryMath op, float x) {
 }
 
 }  // namespace
+
+TEST_CASE("exp_nonpositive_or_zero gives exp_approx_or_zero's bits for x <= 0 and NaN") {
+  // The softmax's and erf's shortcut (vector_math.hpp), checked here in this
+  // file's own batches: both share exp_parts, so the identity does not depend
+  // on the ISA. Every float in [-1, 0] at a stride, the span down to -90
+  // around the -87 cut, far below it, and the specials.
+  using B = xsimd::batch<float>;
+  constexpr size_t W = B::size;
+  std::vector<float> x;
+  for (uint32_t b = std::bit_cast<uint32_t>(-0.0f); b <= std::bit_cast<uint32_t>(-1.0f); b += 97)
+    x.push_back(std::bit_cast<float>(b));
+  for (float v = -1.0f; v > -90.0f; v = std::nextafter(v, -100.0f) - 1e-4f * std::fabs(v))
+    x.push_back(v);
+  for (float v :
+       {-86.99999f, -87.0f, -87.00001f, -103.9f, -1e30f, -std::numeric_limits<float>::max(),
+        -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::denorm_min(), 0.0f,
+        std::numeric_limits<float>::quiet_NaN()})
+    x.push_back(v);
+  while (x.size() % W) x.push_back(-1.0f);
+  int64_t differ = 0;
+  for (size_t i = 0; i < x.size(); i += W) {
+    const B v = B::load_unaligned(x.data() + i);
+    alignas(64) float fast[W], full[W];
+    cpu::exp_nonpositive_or_zero(v).store_aligned(fast);
+    cpu::exp_approx_or_zero(v).store_aligned(full);
+    for (size_t l = 0; l < W; ++l) {
+      const bool same =
+          bits(fast[l]) == bits(full[l]) || (std::isnan(fast[l]) && std::isnan(full[l]));
+      if (!same && differ++ < 5) FAIL_CHECK("x = ", x[i + l], ": ", fast[l], " against ", full[l]);
+    }
+  }
+  CHECK(differ == 0);
+  CHECK(x.size() > 100000);
+}
 
 TEST_CASE(
     "vector exp/erf/tanh/gelu: within the stated bound of the C library, same bits with FMA") {

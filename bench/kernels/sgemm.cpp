@@ -89,6 +89,13 @@ constexpr Shape kShapes[] = {
     {"bert_cold_128x3072x768", 128, 3072, 768, 40},
     {"bert_cold_128x768x3072", 128, 768, 3072, 40},
     {"bert_cold_128x768x768", 128, 768, 768, 120},
+    // BERT-base's FFN at sequence 384 (batch 1) and at sequence 128 batch 8
+    // as one thread runs them (whole ops): more rows than one packed block of
+    // A keeps in L2 beside the B panels.
+    {"bert_384x3072x768", 384, 3072, 768, 4},
+    {"bert_384x768x3072", 384, 768, 3072, 4},
+    {"bert_1024x3072x768", 1024, 3072, 768, 2},
+    {"bert_1024x768x3072", 1024, 768, 3072, 2},
 };
 
 std::vector<float> random_matrix(int64_t size, uint32_t seed) {

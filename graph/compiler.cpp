@@ -258,7 +258,9 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
         if (f.producer == op.name)
           r.note += (r.note.empty() ? "" : "; ") + ("activation '" + f.activation + "' fused in");
       if (plan.alias_of[static_cast<size_t>(op.outputs[0])] >= 0)
-        r.note += (r.note.empty() ? "" : "; ") + std::string("alias (no copy)");
+        r.note +=
+            (r.note.empty() ? "" : "; ") +
+            std::string(is_alias_op(graph, op) ? "alias (no copy)" : "written over its input");
       report->ops.push_back(std::move(r));
     }
     report->nodes = static_cast<int64_t>(nodes.size());

@@ -19,11 +19,18 @@
 // space of its own: input and output form one alias group, placed as one
 // buffer whose writers and accessors are the union of its members' (so its
 // lifetime covers both), and the reshape kernel skips the copy.
+//
+// A Softmax writes its output over its input X where nothing else reads X
+// (writes_over_input()): the row its tile reads is the row it writes, so
+// the scores an attention head's QK^T tile just left in cache are
+// overwritten there instead of a second buffer being pulled in from memory
+// for the output. X and the output form one alias group too.
 #include "graph/memory_plan.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <span>
 
 #include "graph/error.hpp"
 
@@ -45,6 +52,24 @@ bool is_alias_op(const Graph& graph, const Operator& op) {
   return !in.is_weight && in.dtype == out.dtype && shape_numel(in.shape) == shape_numel(out.shape);
 }
 
+bool writes_over_input(const Graph& graph, const Operator& op, std::span<const TileNode> tiles) {
+  if (op.type != OpType::Softmax || op.inputs.empty() || op.outputs.size() != 1) return false;
+  const TensorInfo& in = graph.tensors.at(static_cast<size_t>(op.inputs[0]));
+  const TensorInfo& out = graph.tensors.at(static_cast<size_t>(op.outputs[0]));
+  if (in.is_weight || in.dtype != out.dtype || in.shape != out.shape) return false;
+  for (size_t i = 1; i < op.inputs.size(); ++i)
+    if (op.inputs[i] == op.inputs[0]) return false;
+  // Every tile holds whole rows: the dims the softmax normalises over are
+  // never cut (tiler.cpp), so no tile reads a row another tile writes.
+  const size_t rank = out.shape.size();
+  const size_t axis = static_cast<size_t>(std::max<int64_t>(op.attrs.axis, 0));
+  const size_t last = op.attrs.softmax_coerce_2d ? rank : axis + 1;
+  for (const TileNode& tile : tiles)
+    for (size_t d = axis; d < last && d < rank; ++d)
+      if (tile.region.begin.at(d) != 0 || tile.region.end.at(d) != out.shape[d]) return false;
+  return true;
+}
+
 MemoryPlan plan_memory(const Graph& graph, std::vector<TileNode>& nodes,
                        const MemoryPlanOptions& options) {
   const size_t tensor_count = graph.tensors.size();
@@ -63,6 +88,50 @@ MemoryPlan plan_memory(const Graph& graph, std::vector<TileNode>& nodes,
     plan.alias_of[static_cast<size_t>(op.outputs[0])] = r;
   }
   auto group = [&](int32_t t) { return static_cast<size_t>(root[static_cast<size_t>(t)]); };
+
+  // Ops that write over their input (writes_over_input()) join the input's
+  // group when that group is read by no other op (alias ops inside a group
+  // read nothing of another), is no graph input and no graph output: its
+  // only reader's tiles each overwrite the rows they read.
+  {
+    std::vector<int32_t> readers(tensor_count, 0);
+    for (const Operator& op : graph.ops) {
+      if (is_alias_op(graph, op)) continue;
+      std::vector<size_t> read;
+      for (int32_t t : op.inputs) {
+        if (static_cast<size_t>(t) >= tensor_count) throw Error("memory plan: bad input index");
+        if (graph.tensors[static_cast<size_t>(t)].is_weight) continue;
+        if (std::find(read.begin(), read.end(), group(t)) == read.end()) read.push_back(group(t));
+      }
+      for (size_t g : read) ++readers[g];
+    }
+    std::vector<bool> pinned(tensor_count, false);  // graph inputs and outputs, by group
+    for (int32_t t : graph.inputs) pinned[group(t)] = true;
+    for (int32_t t : graph.outputs) pinned[group(t)] = true;
+    std::vector<int32_t> first_tile(graph.ops.size() + 1, static_cast<int32_t>(nodes.size()));
+    for (size_t n = nodes.size(); n-- > 0;)
+      first_tile[static_cast<size_t>(nodes[n].op)] = static_cast<int32_t>(n);
+    for (size_t i = 0; i < graph.ops.size(); ++i) {
+      const Operator& op = graph.ops[i];
+      if (op.type != OpType::Softmax || op.inputs.empty()) continue;
+      const size_t in = group(op.inputs[0]), out = group(op.outputs[0]);
+      if (in == out || readers[in] != 1 || pinned[in] || pinned[out]) continue;
+      if (std::any_of(op.inputs.begin() + 1, op.inputs.end(),
+                      [&](int32_t t) { return group(t) == in; }))
+        continue;  // the mask is the scores' bytes
+      size_t end = static_cast<size_t>(first_tile[i]);
+      while (end < nodes.size() && static_cast<size_t>(nodes[end].op) == i) ++end;
+      const std::span<const TileNode> tiles(nodes.data() + first_tile[i], end - first_tile[i]);
+      if (tiles.empty() || !writes_over_input(graph, op, tiles)) continue;
+      // The output's group (its Reshapes) moves into the input's.
+      for (size_t t = 0; t < tensor_count; ++t)
+        if (static_cast<size_t>(root[t]) == out) {
+          root[t] = static_cast<int32_t>(in);
+          plan.alias_of[t] = static_cast<int32_t>(in);
+        }
+      readers[in] = readers[out];
+    }
+  }
 
   // Arena tensors in placement order: graph inputs, then op outputs.
   std::vector<int32_t> order;

@@ -3,6 +3,7 @@
 // reused between tensors that can never be live at the same time under
 // barrier-free (tile dataflow) execution.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "graph/graph.hpp"
@@ -18,7 +19,8 @@ struct MemoryPlan {
   uint64_t bytes_without_reuse = 0;  // sum of the aligned sizes of all arena tensors
   // Per graph tensor: the tensor whose bytes it shares (the root of a chain
   // of Reshape/Flatten outputs, which are the same row-major data as their
-  // input), else -1. Both have the same offset.
+  // input, and of Softmax outputs written over their input,
+  // writes_over_input()), else -1. Both have the same offset.
   std::vector<int32_t> alias_of;
   // Ordering edges added for bounded run-ahead (MemoryPlanOptions).
   int64_t added_edges = 0;
@@ -27,6 +29,14 @@ struct MemoryPlan {
 // Whether `op` may run as an alias of its input: a Reshape or Flatten whose
 // input lives in the arena and has the output's element count and dtype.
 bool is_alias_op(const Graph& graph, const Operator& op);
+
+// Whether `op`, given its tiles, may write its output over its input: a
+// Softmax (any kernel: each reads a row whole before writing it) whose input
+// is an activation of the output's shape and dtype, not also its mask, and
+// whose tiles each hold whole rows along the normalised dims. plan_memory()
+// does so only where nothing else reads the input and neither is a graph
+// input or output.
+bool writes_over_input(const Graph& graph, const Operator& op, std::span<const TileNode> tiles);
 
 struct MemoryPlanOptions {
   // Bounded run-ahead. Paths with no join between them (the images of a

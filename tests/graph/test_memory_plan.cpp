@@ -73,19 +73,46 @@ bool finished_before(const Usage& u, const std::vector<std::vector<bool>>& anc, 
 void check_plan(const Graph& g, const std::vector<TileNode>& nodes, const MemoryPlan& plan) {
   REQUIRE(plan.offsets.size() == g.tensors.size());
   REQUIRE(plan.alias_of.size() == g.tensors.size());
-  // Every alias is the output of a Reshape/Flatten of an arena tensor in the
-  // same group, at the same offset, with the same byte count.
+  // Every alias is the output of a Reshape/Flatten of an arena tensor, or of
+  // a Softmax written over its input, in the same group, at the same offset,
+  // with the same byte count.
   std::vector<int32_t> producer(g.tensors.size(), -1);
   for (size_t i = 0; i < g.ops.size(); ++i)
     producer[static_cast<size_t>(g.ops[i].outputs[0])] = static_cast<int32_t>(i);
+  // The tensor whose values t holds under another shape: back through
+  // aliasing Reshapes/Flattens only.
+  auto value_of = [&](int32_t t) {
+    while (plan.alias_of[static_cast<size_t>(t)] >= 0) {
+      const Operator& op = g.ops[static_cast<size_t>(producer[static_cast<size_t>(t)])];
+      if (op.type != OpType::Reshape && op.type != OpType::Flatten) break;
+      t = op.inputs.at(0);
+    }
+    return t;
+  };
   for (size_t t = 0; t < g.tensors.size(); ++t) {
     const int32_t root = plan.alias_of[t];
     if (root < 0) continue;
     CAPTURE(t);
     REQUIRE(producer[t] >= 0);
     const Operator& op = g.ops[static_cast<size_t>(producer[t])];
-    CHECK((op.type == OpType::Reshape || op.type == OpType::Flatten));
+    CHECK((op.type == OpType::Reshape || op.type == OpType::Flatten || op.type == OpType::Softmax));
     const int32_t in = op.inputs.at(0);
+    if (op.type == OpType::Softmax) {
+      // Written over its input: its tiles hold whole rows, and no other op
+      // reads the input's values (under any shape), nor is it an input or
+      // an output of the graph.
+      std::vector<TileNode> tiles;
+      for (const TileNode& node : nodes)
+        if (node.op == producer[t]) tiles.push_back(node);
+      CHECK(writes_over_input(g, op, tiles));
+      const int32_t value = value_of(in);
+      for (size_t i = 0; i < g.ops.size(); ++i) {
+        if (static_cast<int32_t>(i) == producer[t] || is_alias_op(g, g.ops[i])) continue;
+        for (int32_t x : g.ops[i].inputs) CHECK(value_of(x) != value);
+      }
+      for (int32_t x : g.inputs) CHECK(value_of(x) != value);
+      for (int32_t x : g.outputs) CHECK(value_of(x) != value);
+    }
     CHECK(!g.tensors[static_cast<size_t>(in)].is_weight);
     CHECK(plan.alias_of[static_cast<size_t>(root)] == -1);
     CHECK((in == root || plan.alias_of[static_cast<size_t>(in)] == root));
@@ -249,10 +276,10 @@ TEST_CASE("memory plan: no reuse where only operator-level liveness would allow 
 
 TEST_CASE("memory plan: reuse behind an all-to-all op") {
   // x -> conv1 -> t1 -> softmax over [C,H,W] (one tile) -> t2 -> conv2 -> t3
-  // -> relu -> t4. The softmax tile descends from all conv1 tiles, so t2 may
-  // take x's bytes; every conv2 tile descends from the softmax tile, so t3
-  // may take t1's. t4's relu tiles each follow one conv2 tile only, so t4
-  // gets fresh space.
+  // -> relu -> t4. The softmax writes over t1, its only reader's input; every
+  // conv2 tile descends from the softmax tile, which descends from all conv1
+  // tiles, so t3 may take x's bytes. t4's relu tiles each follow one conv2
+  // tile only, so t4 gets fresh space.
   GraphBuilder b;
   int32_t x = b.input("x", {1, 2, 16, 16});
   int32_t w1 = b.weight("w1", {2, 2, 3, 3});
@@ -272,8 +299,63 @@ TEST_CASE("memory plan: reuse behind an all-to-all op") {
   const uint64_t bytes = 2 * 16 * 16 * 4;
   CHECK(plan.bytes_without_reuse == 5 * bytes);
   CHECK(plan.arena_bytes == 3 * bytes);
-  CHECK(plan.offsets[static_cast<size_t>(t2)] == plan.offsets[static_cast<size_t>(x)]);
-  CHECK(plan.offsets[static_cast<size_t>(t3)] == plan.offsets[static_cast<size_t>(t1)]);
+  CHECK(plan.alias_of[static_cast<size_t>(t2)] == t1);
+  CHECK(plan.offsets[static_cast<size_t>(t2)] == plan.offsets[static_cast<size_t>(t1)]);
+  CHECK(plan.offsets[static_cast<size_t>(t3)] == plan.offsets[static_cast<size_t>(x)]);
+}
+
+TEST_CASE("memory plan: a Softmax writes over its input only where nothing else can see it") {
+  // scores -> softmax -> p -> relu: p takes the scores' bytes. Not where the
+  // scores are read again, are a graph output or input, are the mask, or
+  // where p is a graph output; nor through a Reshape of the scores read
+  // elsewhere.
+  auto build = [&](int variant) {
+    GraphBuilder b;
+    int32_t x = b.input("x", {1, 4, 32, 32});
+    int32_t scores = variant == 3 ? x : b.op(OpType::Relu, {x});
+    OpAttributes ra;
+    ra.new_shape = {4, 32, 32};
+    int32_t view = b.op(OpType::Reshape, {scores}, ra);
+    OpAttributes sa3;
+    sa3.axis = 2;
+    int32_t p = variant == 4 ? b.op(OpType::Softmax, {view, view}, sa3)
+                             : b.op(OpType::Softmax, {view}, sa3);
+    int32_t y = b.op(OpType::Relu, {p});
+    b.g.outputs = {y};
+    if (variant == 1) b.g.outputs.push_back(b.op(OpType::Relu, {scores}));  // read again
+    if (variant == 2) b.g.outputs.push_back(scores);                        // a graph output
+    if (variant == 5) b.g.outputs.push_back(p);                             // p an output
+    if (variant == 6) {
+      OpAttributes fa;
+      fa.new_shape = {4, 1024};
+      b.g.outputs.push_back(b.op(OpType::Relu, {b.op(OpType::Reshape, {view}, fa)}));
+    }
+    return std::make_pair(b.g, std::make_pair(view, p));
+  };
+  for (int variant = 0; variant <= 6; ++variant) {
+    CAPTURE(variant);
+    auto [g, tensors] = build(variant);
+    auto [view, p] = tensors;
+    for (int32_t threads : {1, 2}) {
+      auto nodes = build_tile_nodes(g, TilerOptions{0, threads});
+      MemoryPlan plan = plan_memory(g, nodes);
+      check_plan(g, nodes, plan);
+      const bool over = plan.alias_of[static_cast<size_t>(p)] >= 0;
+      CHECK(over == (variant == 0));
+      if (over)
+        CHECK(plan.offsets[static_cast<size_t>(p)] == plan.offsets[static_cast<size_t>(view)]);
+    }
+  }
+  // A tile that cuts the normalised axis reads rows another tile writes.
+  auto [g, tensors] = build(0);
+  const Operator& softmax = g.ops.at(2);
+  REQUIRE(softmax.type == OpType::Softmax);
+  TileNode whole, cut;
+  whole.region = Region::whole({4, 32, 32});
+  cut.region = whole.region;
+  cut.region.end[2] = 16;
+  CHECK(writes_over_input(g, softmax, std::vector<TileNode>{whole}));
+  CHECK(!writes_over_input(g, softmax, std::vector<TileNode>{cut}));
 }
 
 TEST_CASE("memory plan: Reshape chains alias their input, live as one buffer") {

@@ -104,26 +104,18 @@ inline B exp_approx(B x) {
   return xsimd::select(xsimd::isnan(x), x, y);  // NaN stays NaN (the clamp dropped it)
 }
 
-// exp(x) for x where a subnormal result is as good as 0 (softmax: the sum
-// it joins is at least 1): 0 below -87 (e^-87 = 1.6e-38, just above the
-// smallest normal float), never a subnormal, not even in a lane that is
-// then dropped. An instruction that produces or reads a subnormal costs a
-// microcode assist of a hundred-odd cycles on Intel cores unless the thread
-// flushes them (we do not change MXCSR under the caller), and a causally
-// masked attention row is half such lanes (GPT-2's mask is -3.4e38): its
-// softmax ran 2.5x slower than on unmasked rows.
-template <class B>
-inline B exp_approx_or_zero(B x) {
-  const B low(-87.0f);
-  const auto below = x < low;  // false for NaN, which exp_approx passes through
-  return xsimd::select(below, B(0.0f), exp_approx(xsimd::select(below, low, x)));
-}
-
-// exp_approx_or_zero(x) for x <= 0 or NaN, in the same bits: a softmax's
-// exp(x - max). There 2^n (n in [-126, 0] once x >= -87) is one normal
-// float, so exp_approx's clamps, its split of 2^n into two factors (each
-// product exact either way) and its NaN select (NaN propagates through the
-// polynomial) fall away: 19 vector ops instead of 28.
+// exp(x) for x <= 0 (or NaN) where a subnormal result is as good as 0: a
+// softmax's exp(x - max), whose sum is at least 1, and erf's e^-big. 0 below
+// -87 (e^-87 = 1.6e-38, just above the smallest normal float), never a
+// subnormal, not even in a lane that is then dropped. An instruction that
+// produces or reads a subnormal costs a microcode assist of a hundred-odd
+// cycles on Intel cores unless the thread flushes them (we do not change
+// MXCSR under the caller), and a causally masked attention row is half such
+// lanes (GPT-2's mask is -3.4e38): its softmax ran 2.5x slower than on
+// unmasked rows. Above -87 the bits are exp_approx's: 2^n (n in [-126, 0])
+// is one normal float, so exp_approx's clamps, its split of 2^n into two
+// factors (each product exact either way) and its NaN select (NaN propagates
+// through the polynomial) fall away: 19 vector ops instead of 28.
 template <class B>
 inline B exp_nonpositive_or_zero(B x) {
   using I = IntBatch<B>;

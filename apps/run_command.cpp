@@ -5,13 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "apps/commands.hpp"
 #include "apps/format.hpp"
 #include "apps/npy.hpp"
+#include "apps/random_inputs.hpp"
 #include "graph/error.hpp"
 #include "tessera/tessera.hpp"
 
@@ -177,27 +177,7 @@ std::vector<NpyArray> gather_inputs(const RunArgs& a, const Model& model, Inputs
     given.push_back(name);
   }
   if (!a.inputs.empty()) return arrays;  // explicit inputs: the session checks them all
-  std::mt19937_64 rng(a.seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  for (const auto& spec : model.inputs()) {
-    NpyArray r;
-    r.shape = spec.shape;
-    int64_t n = 1;
-    for (int64_t d : spec.shape) n *= d;
-    if (spec.dtype == "int64") {
-      // Index inputs (token ids) get zeros: the one index valid for every
-      // axis size.
-      r.dtype = "int64";
-      r.int64_data.assign(static_cast<size_t>(n), 0);
-    } else {
-      r.data.resize(static_cast<size_t>(n));
-      for (float& v : r.data) v = uniform(rng);
-    }
-    arrays.push_back(std::move(r));
-    inputs.emplace_back(
-        spec.name, TensorView{arrays.back().bytes(), arrays.back().shape, arrays.back().dtype});
-  }
-  return arrays;
+  return random_inputs(model, a.seed, inputs);
 }
 
 struct OutputSummary {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <random>
 #include <set>
 
+#include "apps/random_inputs.hpp"
 #include "graph/error.hpp"
 #include "serialization/tess/tess_writer.hpp"
 #include "tessera/tessera.hpp"
@@ -24,18 +24,8 @@ double median(std::vector<double> values) {
 double time_model(Engine& engine, const std::string& path, int32_t iterations) {
   Result<Model> model = engine.load(path);
   if (!model) throw Error("tuning: " + model.error());
-  std::mt19937_64 rng(0);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<std::vector<float>> data;
   Inputs inputs;
-  data.reserve(model->inputs().size());
-  for (const TensorSpec& spec : model->inputs()) {
-    int64_t n = 1;
-    for (int64_t d : spec.shape) n *= d;
-    data.emplace_back(static_cast<size_t>(n));
-    for (float& v : data.back()) v = uniform(rng);
-    inputs.emplace_back(spec.name, TensorView{data.back().data(), spec.shape});
-  }
+  const std::vector<NpyArray> data = random_inputs(*model, 0, inputs);
   Session session = model->session();
   std::vector<double> ms;
   for (int32_t i = -2; i < iterations; ++i) {  // two warm-up runs first

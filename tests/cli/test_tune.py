@@ -5,7 +5,9 @@ model compiled with it, and that model computes what the untuned one does.
 Checks: the report lists one timing per candidate (the compiler's rule and threads x
 {1,2,3,4,6,8}) and marks exactly the fastest one as chosen; `inspect --json` of the saved file
 shows that tile count; its outputs equal (within 1e-4 relative) those of the same model
-compiled without --tune; `--tune --tiles N` is refused with one clean error line.
+compiled without --tune; `--tune --tiles N` is refused with one clean error line; a model
+whose input is int64 token ids (embedding Gather, as BERT and GPT-2) tunes too, its timing runs
+fed index inputs, not float ones.
 
     test_tune.py --tessera PATH --work-dir DIR
 """
@@ -15,9 +17,25 @@ import re
 import sys
 
 import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 sys.dont_write_bytecode = True
 from cli_common import clean_error, cli_args, demo_model, finish, run  # noqa: E402
+
+
+def token_model(path):
+  """input_ids [1, 16] int64 -> Gather(embeddings [50, 32]) -> MatMul [32, 24] -> Relu."""
+  rng = np.random.default_rng(3)
+  inits = [numpy_helper.from_array(rng.standard_normal((50, 32)).astype(np.float32), "emb"),
+           numpy_helper.from_array(rng.standard_normal((32, 24)).astype(np.float32), "w")]
+  nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["x"], name="embed", axis=0),
+           helper.make_node("MatMul", ["x", "w"], ["y"], name="proj"),
+           helper.make_node("Relu", ["y"], ["out"], name="relu")]
+  graph = helper.make_graph(
+      nodes, "tokens", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 16])],
+      [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 16, 24])], inits)
+  onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
 def main() -> int:
@@ -60,6 +78,15 @@ def main() -> int:
     if got is None or got.shape != ref.shape or \
         np.max(np.abs(got - ref)) > 1e-4 * (1 + np.max(np.abs(ref))):
       failures.append(f"output {f} differs between tuned and untuned models")
+
+  tokens = os.path.join(args.work_dir, "tokens.onnx")
+  token_model(tokens)
+  token_tune = run([args.tessera, "compile", tokens, "-o", os.path.join(args.work_dir,
+                    "tokens.tess"), "--tune", "--tune-iterations", "1", "--threads", threads],
+                   check=False)
+  if token_tune.returncode != 0 or "<- chosen" not in token_tune.stdout:
+    failures.append(f"--tune on int64 token ids: exit {token_tune.returncode}, "
+                    f"stderr {token_tune.stderr!r}")
 
   both = run([args.tessera, "compile", onnx_path, "-o", plain, "--tune", "--tiles", "3"],
              check=False)

@@ -38,6 +38,7 @@ struct CompileArgs {
   bool no_residual_fusion = false;
   bool no_pattern_fusion = false;
   bool no_expand_fusion = false;
+  bool no_attention_fusion = false;
   bool no_pool_split = false;
   std::string sparsity;  // "", "auto" or an annotation FILE.json
   int64_t batch = 0;
@@ -269,6 +270,9 @@ Command add_compile_command(CLI::App& app) {
   sub->add_flag("--no-expand-fusion", args->no_expand_fusion,
                 "Keep 1x1 expansion convs apart from the depthwise convs that read them (for A/B "
                 "runs; --layout nchw implies it)");
+  sub->add_flag("--no-attention-fusion", args->no_attention_fusion,
+                "Keep attention's MatMul, Softmax and MatMul as three ops instead of one "
+                "FusedAttention (for A/B runs)");
   sub->add_flag("--no-pool-split", args->no_pool_split,
                 "Keep each GlobalAveragePool one op instead of row means and their mean (for A/B "
                 "runs)");
@@ -299,6 +303,7 @@ Command add_compile_command(CLI::App& app) {
     // The fused kernel reads and writes NHWC only (cpu.conv_expand_depthwise).
     options.fuse_expand_depthwise = !args->no_expand_fusion && args->layout != "nchw";
     options.split_global_pools = !args->no_pool_split;
+    options.fuse_attention = !args->no_attention_fusion;
     options.reuse_distance = args->reuse_distance;
     if (args->tune && args->tiles > 0)
       throw Error("--tune searches the tile count: give --tune or --tiles, not both");

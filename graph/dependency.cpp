@@ -305,6 +305,33 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       }
       break;
     }
+    case OpType::FusedAttention: {
+      // Each output row reads its row of Q, all of KT and V (at the
+      // columns the tile writes), and its row of the mask (all S columns):
+      // the softmax normalises a whole row of scores.
+      need_inputs(op, in, 3, 4);
+      const size_t rank = out.rank();
+      if (rank < 2) fail(op, "dependency: rank < 2");
+      need_rank(op, in[0], rank);
+      need_rank(op, in[1], rank);
+      need_rank(op, in[2], rank);
+      const int64_t d = in[0][rank - 1], s = in[1][rank - 1];
+      Region q = out, kt = out, v = out;
+      q.begin[rank - 1] = 0, q.end[rank - 1] = d;
+      kt.begin[rank - 2] = 0, kt.end[rank - 2] = d;
+      kt.begin[rank - 1] = 0, kt.end[rank - 1] = s;
+      v.begin[rank - 2] = 0, v.end[rank - 2] = s;
+      add(deps, 0, q, in[0]);
+      add(deps, 1, kt, in[1]);
+      add(deps, 2, v, in[2]);
+      if (in.size() == 4) {
+        if (in[3].size() > rank) fail(op, "dependency: mask rank > output rank");
+        Region scores = out;
+        scores.begin[rank - 1] = 0, scores.end[rank - 1] = s;
+        add(deps, 3, broadcast_map(scores, in[3]), in[3]);
+      }
+      break;
+    }
     case OpType::Relu:
     case OpType::Sigmoid:
     case OpType::Clip:

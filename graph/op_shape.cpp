@@ -256,6 +256,28 @@ Shape matmul_shape(const Operator& op, const std::vector<Shape>& all_inputs) {
   return out;
 }
 
+// graph/fuse_attention.hpp: Q [..., M, D], KT [..., D, S], V [..., S, DV],
+// the same leading dims, and a mask broadcasting to the scores [..., M, S].
+Shape attention_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 3, 4);
+  const Shape &q = in[0], &kt = in[1], &v = in[2];
+  const size_t rank = q.size();
+  if (rank < 2 || kt.size() != rank || v.size() != rank ||
+      !std::equal(q.begin(), q.end() - 2, kt.begin()) ||
+      !std::equal(q.begin(), q.end() - 2, v.begin()) || kt[rank - 2] != q[rank - 1] ||
+      v[rank - 2] != kt[rank - 1])
+    fail(op, "Q " + shape_to_string(q) + ", K^T " + shape_to_string(kt) + " and V " +
+                 shape_to_string(v) + " are not [..., M, D], [..., D, S], [..., S, DV]");
+  Shape scores = q;
+  scores.back() = kt.back();
+  if (in.size() == 4 && !broadcasts_to(in[3], scores))
+    fail(op, "mask " + shape_to_string(in[3]) + " does not broadcast to the scores " +
+                 shape_to_string(scores));
+  Shape out = q;
+  out.back() = v.back();
+  return out;
+}
+
 Shape flatten_or_reshape_shape(const Operator& op, const std::vector<Shape>& in) {
   check_input_count(op, in, 1, 1);
   const Shape& ns = op.attrs.new_shape;
@@ -541,6 +563,8 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
       return gemm_shape(op, in);
     case OpType::MatMul:
       return matmul_shape(op, in);
+    case OpType::FusedAttention:
+      return attention_shape(op, in);
     case OpType::Relu:
     case OpType::Sigmoid:
     case OpType::Clip:

@@ -51,9 +51,12 @@ enum class OpType : uint16_t {
   Min = 40,
   Pad = 41,
   Resize = 42,
+  // No ONNX op: made by graph/fuse_attention.hpp (the importer takes only
+  // the ops it has reviewed, so no model can name it).
+  FusedAttention = 43,
 };
 
-inline constexpr OpType kLastOpType = OpType::Resize;
+inline constexpr OpType kLastOpType = OpType::FusedAttention;
 
 constexpr std::string_view op_type_name(OpType t) {
   switch (t) {
@@ -143,6 +146,8 @@ constexpr std::string_view op_type_name(OpType t) {
       return "Pad";
     case OpType::Resize:
       return "Resize";
+    case OpType::FusedAttention:
+      return "FusedAttention";
   }
   return "Unknown";
 }

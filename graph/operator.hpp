@@ -23,6 +23,11 @@ namespace tessera::graph {
 //  - Softmax with a fused scale and mask (graph/fuse_softmax_input.hpp):
 //    softmax(alpha * X + M) along the last axis; M (input 1, optional)
 //    broadcasts to X. alpha is 1 and M absent as imported.
+//  - FusedAttention (graph/fuse_attention.hpp): inputs Q [..., M, D], KT
+//    [..., D, S], V [..., S, DV] (the same leading dims) and an optional
+//    mask broadcasting to [..., M, S]; output softmax(alpha * (Q · KT) +
+//    mask) · V [..., M, DV], the softmax along the last axis, rounded as
+//    the MatMul, the fused Softmax and the MatMul it replaced.
 //  - Reshape and Flatten: new_shape is the resolved output shape (no 0 or -1);
 //    the shape operand is dropped, the data is the only input.
 //  - BatchNormalization (inference form): inputs X, scale, B, mean, var; epsilon.

@@ -52,6 +52,9 @@ struct CompileOptions {
   // (graph/fuse_expand_depthwise.hpp); not stored. Its kernel needs NHWC
   // activations, so an NCHW compile turns it off.
   bool fuse_expand_depthwise = true;
+  // MatMul → Softmax → MatMul as one FusedAttention (graph/fuse_attention.hpp);
+  // not stored.
+  bool fuse_attention = true;
   // Global average pools in two stages, row means then their mean
   // (graph/split_global_pool.hpp), unless compiled for one thread; not
   // stored.

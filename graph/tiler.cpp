@@ -66,6 +66,9 @@ int64_t op_work(const Operator& op, const std::vector<Shape>& in, const Shape& o
       return n * (op.attrs.trans_a ? in[0][0] : in[0][1]);
     case OpType::MatMul:
       return n * in[0].back();
+    case OpType::FusedAttention:  // rows × S × (D + DV): both products
+      return in[2].back() == 0 ? n
+                               : n / in[2].back() * in[1].back() * (in[0].back() + in[2].back());
     default:
       return n;
   }
@@ -155,6 +158,9 @@ std::vector<bool> splittable_dims(const Operator& op, const Shape& out) {
   // and then its rows (blocks of queries), never its columns: each tile of
   // an attention head is then a path of its own (ASPEN §4.1's parallel paths).
   if (op.type == OpType::MatMul && out.size() >= 3) ok.back() = false;
+  // A fused attention tile normalises whole rows of scores: cut it by batch,
+  // head and query block only (a column tile would redo its rows' softmax).
+  if (op.type == OpType::FusedAttention) ok.back() = false;
   return ok;
 }
 
@@ -172,7 +178,8 @@ constexpr int kMaxFollowDepth = 8;
 bool uses_grid_tiling(const Graph& graph, int32_t op_index, int depth = 0) {
   const Operator& op = graph.ops[static_cast<size_t>(op_index)];
   const Shape& out = graph.tensors[static_cast<size_t>(op.outputs[0])].shape;
-  if (op.type == OpType::MatMul || op.type == OpType::Softmax) return out.size() >= 3;
+  if (op.type == OpType::MatMul || op.type == OpType::Softmax || op.type == OpType::FusedAttention)
+    return out.size() >= 3;
   // A channel Concat of maps (YOLO's routes, its space-to-depth stem) takes
   // row tiles whatever its inputs' tiling: their channel runs could not line
   // up with its own anyway, and channel tiles of an NHWC map write every

@@ -32,6 +32,7 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::Conv, kReference, reference::conv, nullptr, nullptr, 0, kAnyLayout},
     {OpType::Gemm, kReference, reference::gemm},
     {OpType::MatMul, kReference, reference::matmul},
+    {OpType::FusedAttention, kReference, reference::fused_attention},
     {OpType::Relu, kReference, reference::relu, nullptr, nullptr, 0, kAnyLayout},
     {OpType::Clip, kReference, reference::clip, nullptr, nullptr, 0, kAnyLayout},
     {OpType::Sigmoid, kReference, reference::sigmoid, nullptr, nullptr, 0, kAnyLayout},
@@ -94,6 +95,7 @@ constexpr TileKernelVariant kKernelTable[] = {
     // Attention's activation-times-activation products: B packed per tile.
     {OpType::MatMul, "cpu.matmul_batched", cpu::matmul_batched, nullptr,
      cpu::matmul_batched_applies, 9},
+    {OpType::FusedAttention, "cpu.attention", cpu::attention, nullptr, cpu::attention_applies, 10},
     // Memory-bound ops over contiguous spans (kernels/cpu/simple_ops.hpp).
     {OpType::Add, "cpu.binary", cpu::binary, nullptr, cpu::binary_applies, 10, kUniformLayout},
     {OpType::Mul, "cpu.binary", cpu::binary, nullptr, cpu::binary_applies, 10, kUniformLayout},

@@ -79,6 +79,11 @@ PreparedOp prepare_matmul(const graph::Operator& op, std::span<const ConstTensor
 void matmul_batched(const TileArgs& args);
 std::optional<std::string> matmul_batched_applies(const graph::Operator& op,
                                                   std::span<const ConstTensorView> inputs);
+// attention_ops.cpp — "cpu.attention": FusedAttention (graph/fuse_attention.hpp)
+// a block of query rows at a time, the block's scores kept in L2.
+void attention(const TileArgs& args);
+std::optional<std::string> attention_applies(const graph::Operator& op,
+                                             std::span<const ConstTensorView> inputs);
 std::optional<std::string> matmul_applies(const graph::Operator& op,
                                           std::span<const ConstTensorView> inputs);
 

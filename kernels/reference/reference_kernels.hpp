@@ -45,6 +45,10 @@ void concat(const TileArgs& args);
 // dims [axis, rank) jointly when attrs.softmax_coerce_2d.
 void softmax(const TileArgs& args);
 
+// attention.cpp — FusedAttention: softmax(alpha · Q·KT + mask) · V, with the
+// bits of the MatMul, Softmax and MatMul it replaced.
+void fused_attention(const TileArgs& args);
+
 // batch_norm.cpp — inference-form batch normalization over channel dim 1.
 void batch_normalization(const TileArgs& args);
 

@@ -976,6 +976,8 @@ class Importer {
         resolve_resize(node, name, o.attrs);
         data_inputs = {0};
         break;
+      case OpType::FusedAttention:  // the compiler's, never a model's (no reviewed version)
+        fail_node(node, name, "FusedAttention is made by the compiler, not imported");
     }
     emit(*emit_node, name, std::move(o), data_inputs);
   }

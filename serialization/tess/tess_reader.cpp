@@ -113,6 +113,8 @@ InputBounds input_bounds(graph::OpType type) {
       return {1, 2};
     case OpType::Where:
       return {3, 3};
+    case OpType::FusedAttention:
+      return {3, 4};  // Q, KT, V and an optional mask
     case OpType::LayerNormalization:
       return {2, 3};
     case OpType::Relu:

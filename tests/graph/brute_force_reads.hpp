@@ -125,6 +125,27 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
       }
       break;
     }
+    case OpType::FusedAttention: {
+      // Output (..., i, n) reads row i of Q, all of KT, column n of V and
+      // row i of the mask's scores (the softmax normalises the whole row).
+      const size_t rank = o.size();
+      const int64_t d = in[0][rank - 1], s = in[1][rank - 1];
+      Coord batch(o.begin(), o.end() - 2);
+      auto at = [&](int64_t r, int64_t c) {
+        Coord x = batch;
+        x.push_back(r);
+        x.push_back(c);
+        return x;
+      };
+      for (int64_t k = 0; k < d; ++k) read(0, at(o[rank - 2], k));
+      for (int64_t k = 0; k < d; ++k)
+        for (int64_t j = 0; j < s; ++j) read(1, at(k, j));
+      for (int64_t j = 0; j < s; ++j) {
+        read(2, at(j, o[rank - 1]));
+        if (in.size() == 4) read(3, broadcast_coord(at(o[rank - 2], j), in[3]));
+      }
+      break;
+    }
     case OpType::Relu:
     case OpType::Sigmoid:
     case OpType::Clip:

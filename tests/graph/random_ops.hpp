@@ -107,6 +107,27 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
         c.in = {rnd(rng, 0, 4) ? side({m, k}) : Shape{k}, rnd(rng, 0, 4) ? side({k, n}) : Shape{k}};
         break;
       }
+      case OpType::FusedAttention: {
+        Shape batch = random_shape(rng, 0, 2, 3);
+        const int64_t m = rnd(rng, 1, 5), d = rnd(rng, 1, 4), s = rnd(rng, 1, 5),
+                      dv = rnd(rng, 1, 4);
+        auto with = [&](int64_t rows, int64_t cols) {
+          Shape x = batch;
+          x.push_back(rows);
+          x.push_back(cols);
+          return x;
+        };
+        c.in = {with(m, d), with(d, s), with(s, dv)};
+        if (rnd(rng, 0, 1)) {  // a mask broadcasting to the scores
+          Shape scores = with(m, s), mask;
+          size_t drop = static_cast<size_t>(rnd(rng, 0, static_cast<int64_t>(scores.size()) - 1));
+          for (size_t i = drop; i < scores.size(); ++i)
+            mask.push_back(rnd(rng, 0, 2) ? scores[i] : 1);
+          c.in.push_back(mask);
+        }
+        a.alpha = 0.125f;
+        break;
+      }
       case OpType::Relu:
       case OpType::Sigmoid:
       case OpType::Clip:
@@ -329,7 +350,8 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::Max,
                                             OpType::Min,
                                             OpType::Pad,
-                                            OpType::Resize};
+                                            OpType::Resize,
+                                            OpType::FusedAttention};
   return types;
 }
 

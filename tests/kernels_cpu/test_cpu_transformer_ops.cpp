@@ -960,3 +960,119 @@ TEST_CASE("cpu.transpose matches the reference bitwise: any perm, BERT's head sp
   const ConstTensorView views[] = {{nullptr, &x}};
   CHECK(cpu::transpose_applies(op, views));
 }
+
+// `variant` of c.op's type over the whole output (no tiles).
+std::vector<float> run_whole(std::string_view variant_name, const Case& c) {
+  const TileKernelVariant* variant = kernels::find_tile_kernel_variant(c.op.type, variant_name);
+  REQUIRE(variant != nullptr);
+  const std::vector<ConstTensorView> views = views_of(c);
+  std::vector<float> out(static_cast<size_t>(graph::shape_numel(c.output)));
+  const graph::Region whole = graph::Region::whole(c.output);
+  variant->run({.op = &c.op,
+                .inputs = views.data(),
+                .input_count = views.size(),
+                .output = {out.data(), &c.output},
+                .region = &whole});
+  return out;
+}
+
+TEST_CASE(
+    "FusedAttention: the bits of the MatMul, Softmax, MatMul it replaces, reference and CPU") {
+  // graph/fuse_attention.hpp. The reference kernel must give the reference
+  // chain's bits; cpu.attention, tiled at random, the bits of
+  // cpu.matmul_batched, cpu.softmax and cpu.matmul_batched on every ISA, and
+  // the reference within the error of its FMA sums and exp. Long rows (S
+  // 700 with 100+ queries) take several of cpu.attention's row blocks.
+  const uint64_t seed0 = base_seed();
+  IsaGuard guard;
+  for (int t = 0; t < 60; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 8191 + 7);
+    const size_t rank = 2 + static_cast<size_t>(rng() % 3);
+    Shape batch(rank - 2);
+    int64_t m = 0, d = 0, s = 0, dv = 0;
+    do {
+      for (int64_t& b : batch) b = pick<int64_t>(rng, {1, 2, 3});
+      m = rng() % 4 == 0 ? pick<int64_t>(rng, {100, 130}) : random_size(rng);
+      s = rng() % 4 == 0 ? pick<int64_t>(rng, {64, 129, 700}) : random_size(rng);
+      d = random_size(rng);
+      dv = random_size(rng);
+      if (t % 10 == 0) {  // three row blocks of 93 rows, whatever else is drawn
+        std::fill(batch.begin(), batch.end(), 1);
+        m = 200;
+        s = 700;
+      }
+    } while (graph::shape_numel(batch) * (m * s + m * d + d * s + s * dv) > 400000);
+    auto with = [&](int64_t rows, int64_t cols) {
+      Shape x = batch;
+      x.push_back(rows);
+      x.push_back(cols);
+      return x;
+    };
+    const Shape q_shape = with(m, d), kt_shape = with(d, s), v_shape = with(s, dv);
+    const Shape scores_shape = with(m, s), y_shape = with(m, dv);
+    const bool with_mask = rng() % 3 != 0;
+    const float alpha = pick(rng, {1.0f, 0.125f, -2.0f});
+    Case att;
+    att.op.name = "attention";
+    att.op.type = OpType::FusedAttention;
+    att.op.attrs.alpha = alpha;
+    att.output = y_shape;
+    att.shapes = {q_shape, kt_shape, v_shape};
+    att.data = {random_values(q_shape, rng, false, 1.0f), random_values(kt_shape, rng, false, 1.0f),
+                random_values(v_shape, rng, false, 4.0f)};
+    if (with_mask) {
+      Shape mask_shape;  // the scores' trailing dims, each kept or 1
+      for (size_t i = rng() % rank; i < rank; ++i)
+        mask_shape.push_back(rng() % 3 == 0 ? 1 : scores_shape[i]);
+      std::vector<float> mask = random_values(mask_shape, rng, false, 4.0f);
+      for (float& x : mask)  // GPT-2's causal mask: float's lowest where a query may not look
+        if (rng() % 4 == 0) x = std::numeric_limits<float>::lowest();
+      att.shapes.push_back(mask_shape);
+      att.data.push_back(mask);
+    }
+    // The chain it replaces: MatMul, Softmax (scale and mask fused), MatMul.
+    Case qk{.op = {},
+            .shapes = {q_shape, kt_shape},
+            .data = {att.data[0], att.data[1]},
+            .output = scores_shape};
+    qk.op.type = OpType::MatMul;
+    Case softmax{.op = {}, .shapes = {scores_shape}, .data = {{}}, .output = scores_shape};
+    softmax.op.type = OpType::Softmax;
+    softmax.op.attrs.axis = static_cast<int64_t>(rank - 1);
+    softmax.op.attrs.alpha = alpha;
+    if (with_mask) {
+      softmax.shapes.push_back(att.shapes[3]);
+      softmax.data.push_back(att.data[3]);
+    }
+    Case pv{
+        .op = {}, .shapes = {scores_shape, v_shape}, .data = {{}, att.data[2]}, .output = y_shape};
+    pv.op.type = OpType::MatMul;
+    auto chain = [&](std::string_view matmul, std::string_view normalise) {
+      softmax.data[0] = run_whole(matmul, qk);
+      pv.data[0] = run_whole(normalise, softmax);
+      return run_whole(matmul, pv);
+    };
+    INFO("seed ", seed, ": ", describe(att), " alpha ", alpha);
+    CHECK(same_bits_or_nan(run_reference(att), chain("reference", "reference")));
+    const TileKernelVariant* variant =
+        kernels::find_tile_kernel_variant(OpType::FusedAttention, "cpu.attention");
+    REQUIRE(variant != nullptr);
+    for (cpu::GemmIsa isa : supported_isas()) {
+      INFO("ISA ", cpu::gemm_isa_name(isa));
+      cpu::set_gemm_isa(isa);
+      const std::vector<float> unfused = chain("cpu.matmul_batched", "cpu.softmax");
+      CHECK(same_bits_or_nan(run_whole("cpu.attention", att), unfused));
+      CHECK(same_bits_or_nan(run_tiled(*variant, att, rng), unfused));
+    }
+    // Against the reference: each score's FMA sum differs from the
+    // reference's by at most d² ulps of 1 (|q|, |k| <= 1), a softmax input
+    // by |alpha| times that plus an ulp of it, each exp by a few ulps; the
+    // output, a convex combination of V's rows (|v| <= 4), by twice the
+    // inputs' error plus s ulps of its sum.
+    const double eps = std::ldexp(1.0, -23);
+    const double z_error = (std::fabs(alpha) * static_cast<double>(d * d + d) + 4.0) * eps;
+    const double tol = 4.0 * (2.0 * z_error + static_cast<double>(s + 16) * eps);
+    check_case("cpu.attention", att, seed, [tol](size_t, float) { return tol; });
+  }
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "graph/op_shape.hpp"
 #include "graph/op_type.hpp"
 #include "graph/shape.hpp"
 
@@ -33,12 +34,8 @@ std::vector<RewrittenPattern> fuse_attention(Graph& graph) {
     if (!qk || !plain_matmul(*qk)) continue;
     const int32_t q = qk->inputs[0], kt = qk->inputs[1], v = pv.inputs[1];
     const Shape &qs = tensor(q).shape, &kts = tensor(kt).shape, &vs = tensor(v).shape;
-    const size_t rank = qs.size();
-    if (rank < 2 || kts.size() != rank || vs.size() != rank ||
-        softmax->attrs.axis + 1 != static_cast<int64_t>(rank) ||
-        !std::equal(qs.begin(), qs.end() - 2, kts.begin()) ||
-        !std::equal(qs.begin(), qs.end() - 2, vs.begin()) || kts[rank - 2] != qs[rank - 1] ||
-        vs[rank - 2] != kts[rank - 1])
+    if (!attention_operands_fit(qs, kts, vs) ||
+        softmax->attrs.axis + 1 != static_cast<int64_t>(qs.size()))
       continue;
     if (tensor(q).dtype != DType::Float32 || tensor(kt).dtype != DType::Float32 ||
         tensor(v).dtype != DType::Float32)

@@ -261,11 +261,7 @@ Shape matmul_shape(const Operator& op, const std::vector<Shape>& all_inputs) {
 Shape attention_shape(const Operator& op, const std::vector<Shape>& in) {
   check_input_count(op, in, 3, 4);
   const Shape &q = in[0], &kt = in[1], &v = in[2];
-  const size_t rank = q.size();
-  if (rank < 2 || kt.size() != rank || v.size() != rank ||
-      !std::equal(q.begin(), q.end() - 2, kt.begin()) ||
-      !std::equal(q.begin(), q.end() - 2, v.begin()) || kt[rank - 2] != q[rank - 1] ||
-      v[rank - 2] != kt[rank - 1])
+  if (!attention_operands_fit(q, kt, v))
     fail(op, "Q " + shape_to_string(q) + ", K^T " + shape_to_string(kt) + " and V " +
                  shape_to_string(v) + " are not [..., M, D], [..., D, S], [..., S, DV]");
   Shape scores = q;
@@ -520,6 +516,14 @@ Shape resize_shape(const Operator& op, const std::vector<Shape>& in) {
 }
 
 }  // namespace
+
+bool attention_operands_fit(const Shape& q, const Shape& kt, const Shape& v) {
+  const size_t rank = q.size();
+  return rank >= 2 && kt.size() == rank && v.size() == rank &&
+         std::equal(q.begin(), q.end() - 2, kt.begin()) &&
+         std::equal(q.begin(), q.end() - 2, v.begin()) && kt[rank - 2] == q[rank - 1] &&
+         v[rank - 2] == kt[rank - 1];
+}
 
 Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes) {
   const auto& in = input_shapes;

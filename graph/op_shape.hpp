@@ -14,6 +14,10 @@ namespace tessera::graph {
 // not fit the op and its attributes.
 Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_shapes);
 
+// Whether Q, KT and V fit a FusedAttention (graph/operator.hpp): [..., M, D],
+// [..., D, S], [..., S, DV], one rank >= 2, the same leading dims.
+bool attention_operands_fit(const Shape& q, const Shape& kt, const Shape& v);
+
 // Every op computes in float32; the one integer operand is Gather's indices
 // (input 1, int64). Throws tessera::Error naming the op otherwise: a kernel
 // must never read an operand with the wrong element size.

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "graph/op_shape.hpp"
 #include "kernels/cpu/aligned_scratch.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/cpu/vector_ops.hpp"
@@ -44,10 +45,7 @@ void attention(const TileArgs& args) {
   const graph::Shape& kt_shape = *args.inputs[1].shape;
   const graph::Shape& v_shape = *args.inputs[2].shape;
   const size_t rank = q_shape.size();
-  if (kt_shape.size() != rank || v_shape.size() != rank ||
-      !std::equal(q_shape.begin(), q_shape.end() - 2, kt_shape.begin()) ||
-      !std::equal(q_shape.begin(), q_shape.end() - 2, v_shape.begin()) ||
-      kt_shape[rank - 2] != q_shape[rank - 1] || v_shape[rank - 2] != kt_shape[rank - 1])
+  if (!graph::attention_operands_fit(q_shape, kt_shape, v_shape))
     fail_op(kAttention, args.op,
             "Q " + graph::shape_to_string(q_shape) + ", K^T " + graph::shape_to_string(kt_shape) +
                 " and V " + graph::shape_to_string(v_shape) +

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "graph/op_shape.hpp"
 #include "graph/shape.hpp"
 #include "kernels/reference/reference_kernels.hpp"
 #include "kernels/reference/tile_loops.hpp"
@@ -21,10 +22,7 @@ void fused_attention(const TileArgs& args) {
   const graph::Shape& v_shape = *args.inputs[2].shape;
   const graph::Shape& y_shape = *args.output.shape;
   const size_t rank = q_shape.size();
-  if (rank < 2 || kt_shape.size() != rank || v_shape.size() != rank ||
-      !std::equal(q_shape.begin(), q_shape.end() - 2, kt_shape.begin()) ||
-      !std::equal(q_shape.begin(), q_shape.end() - 2, v_shape.begin()) ||
-      kt_shape[rank - 2] != q_shape[rank - 1] || v_shape[rank - 2] != kt_shape[rank - 1])
+  if (!graph::attention_operands_fit(q_shape, kt_shape, v_shape))
     fail(args, "Q " + graph::shape_to_string(q_shape) + ", K^T " +
                    graph::shape_to_string(kt_shape) + " and V " + graph::shape_to_string(v_shape) +
                    " are not [..., M, D], [..., D, S], [..., S, DV]");

@@ -131,18 +131,23 @@ std::vector<ConstTensorView> views_of(const Case& c) {
   return v;
 }
 
-std::vector<float> run_reference(const Case& c) {
-  const TileKernelVariant* reference = kernels::find_tile_kernel_variant(c.op.type, "reference");
-  REQUIRE(reference != nullptr);
+// `variant` of c.op's type over the whole output (no tiles).
+std::vector<float> run_whole(std::string_view variant_name, const Case& c) {
+  const TileKernelVariant* variant = kernels::find_tile_kernel_variant(c.op.type, variant_name);
+  REQUIRE(variant != nullptr);
   const std::vector<ConstTensorView> views = views_of(c);
   std::vector<float> out(static_cast<size_t>(graph::shape_numel(c.output)));
   const graph::Region whole = graph::Region::whole(c.output);
-  reference->run({.op = &c.op,
-                  .inputs = views.data(),
-                  .input_count = views.size(),
-                  .output = {out.data(), &c.output},
-                  .region = &whole});
+  variant->run({.op = &c.op,
+                .inputs = views.data(),
+                .input_count = views.size(),
+                .output = {out.data(), &c.output},
+                .region = &whole});
   return out;
+}
+
+std::vector<float> run_reference(const Case& c) {
+  return run_whole("reference", c);
 }
 
 // The variant over random tiles; checks that each tile writes only its
@@ -959,21 +964,6 @@ TEST_CASE("cpu.transpose matches the reference bitwise: any perm, BERT's head sp
   const Shape x{2, 3};
   const ConstTensorView views[] = {{nullptr, &x}};
   CHECK(cpu::transpose_applies(op, views));
-}
-
-// `variant` of c.op's type over the whole output (no tiles).
-std::vector<float> run_whole(std::string_view variant_name, const Case& c) {
-  const TileKernelVariant* variant = kernels::find_tile_kernel_variant(c.op.type, variant_name);
-  REQUIRE(variant != nullptr);
-  const std::vector<ConstTensorView> views = views_of(c);
-  std::vector<float> out(static_cast<size_t>(graph::shape_numel(c.output)));
-  const graph::Region whole = graph::Region::whole(c.output);
-  variant->run({.op = &c.op,
-                .inputs = views.data(),
-                .input_count = views.size(),
-                .output = {out.data(), &c.output},
-                .region = &whole});
-  return out;
 }
 
 TEST_CASE(

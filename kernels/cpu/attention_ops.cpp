@@ -5,8 +5,12 @@
 // there by the VectorOps softmax that cpu.softmax runs, and the block times V
 // is written to Y. Unfused, a sequence of 1024 tokens wrote its 4 MiB of
 // scores per head to memory and read them back twice (the Softmax, then
-// P·V).
+// P·V). Columns a mask zeroes for every row of a block (a causal mask's
+// upper triangle: half of GPT-2's attention) are neither computed nor
+// multiplied (live_columns).
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "graph/op_shape.hpp"
@@ -23,6 +27,66 @@ constexpr std::string_view kAttention = "cpu.attention";
 // Floats of scores per row block: a quarter of the 2 MiB L2 per core, beside
 // the packed KT and V it is multiplied with.
 constexpr int64_t kScoreBlockFloats = 64 * 1024;
+
+// The largest |x[i]| over n floats; infinity if any is infinite or NaN.
+// (No early exit: the loop vectorises.)
+float max_abs(const float* x, int64_t n) {
+  float m = 0.0f;
+  int not_finite = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    m = m < a ? a : m;
+    not_finite |= !(a <= std::numeric_limits<float>::max());
+  }
+  return not_finite ? std::numeric_limits<float>::infinity() : m;
+}
+
+// Whether every x[i * step], i < n, is below `below` (NaN is not).
+bool all_below(const float* x, int64_t n, int64_t step, float below) {
+  int above = 0;
+  if (step == 1)
+    for (int64_t i = 0; i < n; ++i) above |= !(x[i] < below);  // vectorises
+  else
+    for (int64_t i = 0; i < n; ++i) above |= !(x[i * step] < below);
+  return above == 0;
+}
+
+// The columns [0, returned) of a block of rows that can change its softmax.
+// Past them every mask value of every row lies so far below the row's
+// first one that, whatever the scores (|alpha · q·k| <= z_bound), the
+// softmax input sits more than 87 below the row's maximum (at least the
+// first column's input), where its exp is exactly 0
+// (exp_nonpositive_or_zero): such a column adds +0 to the row's sum and
+// nothing to the output. GPT-2's causal mask (float's lowest above the
+// diagonal) leaves a block of rows [r0, r1) its first r1 columns; a
+// BERT-style padding mask, the unpadded ones. row(i) is row i's first mask
+// value, `step` apart. Rows last first: a causal block's last row has the
+// most columns, and the others are then only checked past them.
+template <class Row, class ZBound>
+int64_t live_columns(Row&& row, int64_t rows, int64_t step, int64_t s, ZBound&& z_bound_of_scores) {
+  if (step == 0 || rows == 0) return s;
+  // Nothing to skip unless the last row ends far below its first value
+  // (no bound on the scores needed to see that: BERT's unpadded rows).
+  const float* last = row(rows - 1);
+  if (!(static_cast<double>(last[(s - 1) * step]) < static_cast<double>(last[0]) - 88.0)) return s;
+  const double z_bound = z_bound_of_scores();
+  if (!(z_bound < 1e30)) return s;
+  int64_t live = 0;
+  for (int64_t i = rows - 1; i >= 0 && live < s; --i) {
+    const float* mask = row(i);
+    // Skipped where m + z_bound < first - z_bound - 88, with each float's
+    // rounding (|x| · 2^-23) as slack: m below `below` in float.
+    const double first = mask[0];
+    const double bound = first - std::fabs(first) * 1e-6 - 2.0 * z_bound - 88.0;
+    if (!(bound < 0.0)) return s;
+    const float below = static_cast<float>(bound * (1.0 + 1e-6));
+    if (live > 0 && all_below(mask + live * step, s - live, step, below)) continue;
+    int64_t j = s;
+    while (j > live && mask[(j - 1) * step] < below) --j;
+    live = std::max(live, j);
+  }
+  return live;
+}
 
 }  // namespace
 
@@ -98,23 +162,43 @@ void attention(const TileArgs& args) {
     }
     // The default microkernel, as cpu.matmul_batched packs for: each sum then
     // runs the same chain of FMAs as the unfused MatMuls', the same bits.
-    const PackedMatrix kt = pack_b(args.inputs[1].data + flat * d * s, d, s, s, false);
-    const PackedMatrix v = pack_b(args.inputs[2].data + flat * s * dv, s, dv, dv, false);
+    const float* q_head = args.inputs[0].data + flat * m * d;
+    const float* kt_head = args.inputs[1].data + flat * d * s;
+    const float* v_head = args.inputs[2].data + flat * s * dv;
+    const PackedMatrix kt = pack_b(kt_head, d, s, s, false);
+    const PackedMatrix v = pack_b(v_head, s, dv, dv, false);
+    // |scores| <= d · max|q| · max|k| (with slack for the sums' rounding);
+    // computed once per head, and only where a mask may let columns go.
+    double z_bound = -1.0;
+    auto z_bound_of_scores = [&] {
+      if (z_bound < 0.0)
+        z_bound = std::fabs(static_cast<double>(alpha)) * static_cast<double>(d) *
+                  static_cast<double>(max_abs(q_head + m0 * d, (m1 - m0) * d)) *
+                  static_cast<double>(max_abs(kt_head, d * s)) * 1.001;
+      return z_bound;
+    };
     for (int64_t b0 = m0; b0 < m1; b0 += block_rows) {
       const int64_t rows = std::min(block_rows, m1 - b0);
-      gemm_tile(args.inputs[0].data + (flat * m + b0) * d, d, kt, scores, s,
-                {.m0 = 0, .m1 = rows, .n0 = 0, .n1 = s}, GemmEpilogue{});
+      auto mask_row = [&](int64_t i) {
+        return mask + mask_base + (b0 + i) * mask_strides[rank - 2];
+      };
+      // Columns past `live` are exactly 0 after the softmax: not computed.
+      // The output's bits are the whole row's wherever P·V runs as one K
+      // slice both ways (S up to 1.25 · kc, 1280 for the default kernels);
+      // past that the slices may split elsewhere and round differently.
+      const int64_t live = mask ? live_columns(mask_row, rows, mask_step, s, z_bound_of_scores) : s;
+      gemm_tile(q_head + b0 * d, d, kt, scores, s, {.m0 = 0, .m1 = rows, .n0 = 0, .n1 = live},
+                GemmEpilogue{});
       for (int64_t i = 0; i < rows; ++i) {
         float* row = scores + i * s;
         if (scaled_or_masked)
-          ops.scaled_masked_softmax_row(
-              row, alpha, mask ? mask + mask_base + (b0 + i) * mask_strides[rank - 2] : nullptr,
-              mask_step, z, row, s, 0, s);
+          ops.scaled_masked_softmax_row(row, alpha, mask ? mask_row(i) : nullptr, mask_step, z, row,
+                                        live, 0, live);
         else
-          ops.softmax_row(row, row, s);
+          ops.softmax_row(row, row, live);
       }
-      gemm_tile(scores, s, v, y + (flat * m + b0) * dv, dv,
-                {.m0 = 0, .m1 = rows, .n0 = n0, .n1 = n1}, GemmEpilogue{});
+      gemm_tile_leading_rows(scores, s, v, live, y + (flat * m + b0) * dv, dv,
+                             {.m0 = 0, .m1 = rows, .n0 = n0, .n1 = n1});
     }
   });
 }

@@ -277,10 +277,12 @@ namespace {
 
 // gemm_tile() and gemm_tile_indirect(): A[m, k] at a + m·lda + k, or at
 // a + m·lda + a_offsets[k] when a_offsets is given (then never packed).
+// Over B's first k_rows rows (panels keep their stride, b.k() rows).
 void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const PackedMatrix& b,
-                   float* c, int64_t ldc, const GemmTile& tile, const GemmEpilogue& epilogue,
-                   const PackedMatrix* next_b) {
+                   int64_t k_rows, float* c, int64_t ldc, const GemmTile& tile,
+                   const GemmEpilogue& epilogue, const PackedMatrix* next_b) {
   if (b.empty()) throw std::invalid_argument("gemm_tile: B is not packed");
+  if (k_rows < 0 || k_rows > b.k()) throw std::invalid_argument("gemm_tile: K outside B");
   if (tile.m0 < 0 || tile.n0 < 0 || tile.m1 < tile.m0 || tile.n1 < tile.n0 || tile.n1 > b.n())
     throw std::invalid_argument("gemm_tile: tile outside the matrices");
   if (tile.m1 == tile.m0 || tile.n1 == tile.n0) return;
@@ -289,7 +291,7 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
 
   const GemmMicrokernel& kernel = b.microkernel();
   const int mr = kernel.mr;
-  const int64_t nr = kernel.nr, k = b.k();
+  const int64_t nr = kernel.nr, k = k_rows, panel_rows = b.k();
   const int64_t panel_begin = tile.n0 / nr, panel_end = (tile.n1 + nr - 1) / nr;
   const GemmBlocking blocking = gemm_blocking_for(kernel);
   // Equal slices no longer than 1.25 × blocking.kc: K = 1152 runs as one
@@ -369,7 +371,7 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
         // starting or ending inside the panel) through masked moves.
         const int64_t j0 = p * nr;
         const int64_t col_lo = std::max(tile.n0, j0), col_hi = std::min(tile.n1, j0 + nr);
-        args.b = b.data() + (p * k + k0) * nr;
+        args.b = b.data() + (p * panel_rows + k0) * nr;
         args.n_begin = col_lo - j0;
         args.n_valid = col_hi - j0;
         args.c = c + m * ldc + j0;
@@ -401,7 +403,7 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
         // the next one and the packed A fit together.
         int64_t pb_next = pe, k_next = k0, kc_next = kc;
         const float* next_data = b.data();
-        int64_t next_k = k;
+        int64_t next_k = panel_rows;
         if (pb_next >= panel_end) {
           pb_next = panel_begin;
           if (me >= tile.m1) {
@@ -449,14 +451,20 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
 
 void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int64_t ldc,
                const GemmTile& tile, const GemmEpilogue& epilogue, const PackedMatrix* next_b) {
-  run_gemm_tile(a, lda, nullptr, b, c, ldc, tile, epilogue, next_b);
+  run_gemm_tile(a, lda, nullptr, b, b.k(), c, ldc, tile, epilogue, next_b);
+}
+
+void gemm_tile_leading_rows(const float* a, int64_t lda, const PackedMatrix& b, int64_t k_rows,
+                            float* c, int64_t ldc, const GemmTile& tile,
+                            const GemmEpilogue& epilogue) {
+  run_gemm_tile(a, lda, nullptr, b, k_rows, c, ldc, tile, epilogue, nullptr);
 }
 
 void gemm_tile_indirect(const float* a, int64_t row_stride, const int32_t* k_offsets,
                         const PackedMatrix& b, float* c, int64_t ldc, const GemmTile& tile,
                         const GemmEpilogue& epilogue) {
   if (!k_offsets) throw std::invalid_argument("gemm_tile_indirect: no k offsets");
-  run_gemm_tile(a, row_stride, k_offsets, b, c, ldc, tile, epilogue, nullptr);
+  run_gemm_tile(a, row_stride, k_offsets, b, b.k(), c, ldc, tile, epilogue, nullptr);
 }
 
 float apply_epilogue_scalar(float x, const GemmEpilogue& ep, int64_t m, int64_t n) {

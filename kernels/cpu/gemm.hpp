@@ -214,6 +214,14 @@ void gemm_tile(const float* a, int64_t lda, const PackedMatrix& b, float* c, int
                const GemmTile& tile, const GemmEpilogue& epilogue = {},
                const PackedMatrix* next_b = nullptr);
 
+// The same over B's first k_rows rows only (0 <= k_rows <= b.k()): C =
+// A[:, :k_rows] · B[:k_rows, :], each sum the chain over those k that
+// gemm_tile() runs over all of B's rows when K is k_rows. For a product
+// whose trailing terms are known zero (cpu.attention's masked columns).
+void gemm_tile_leading_rows(const float* a, int64_t lda, const PackedMatrix& b, int64_t k_rows,
+                            float* c, int64_t ldc, const GemmTile& tile,
+                            const GemmEpilogue& epilogue = {});
+
 // The same with A read through a table of k offsets (implicit GEMM):
 //
 //   A[m, k] = a[m·row_stride + k_offsets[k]]   for k < b.k(),

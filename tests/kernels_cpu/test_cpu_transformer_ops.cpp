@@ -972,7 +972,9 @@ TEST_CASE(
   // chain's bits; cpu.attention, tiled at random, the bits of
   // cpu.matmul_batched, cpu.softmax and cpu.matmul_batched on every ISA, and
   // the reference within the error of its FMA sums and exp. Long rows (S
-  // 700 with 100+ queries) take several of cpu.attention's row blocks.
+  // 700 with 100+ queries) take several of cpu.attention's row blocks;
+  // causal and padding masks let it skip the columns they zero (-1e30 too,
+  // whose rows' z_bound decides).
   const uint64_t seed0 = base_seed();
   IsaGuard guard;
   for (int t = 0; t < 60; ++t) {
@@ -1016,8 +1018,23 @@ TEST_CASE(
       for (size_t i = rng() % rank; i < rank; ++i)
         mask_shape.push_back(rng() % 3 == 0 ? 1 : scores_shape[i]);
       std::vector<float> mask = random_values(mask_shape, rng, false, 4.0f);
-      for (float& x : mask)  // GPT-2's causal mask: float's lowest where a query may not look
+      for (float& x : mask)  // float's lowest where a query may not look
         if (rng() % 4 == 0) x = std::numeric_limits<float>::lowest();
+      const uint64_t form = rng() % 3;
+      if (form == 1) {  // causal, as GPT-2's: row i sees columns up to i + shift
+        mask_shape = {m, s};
+        mask.assign(static_cast<size_t>(m * s), 0.0f);
+        const int64_t shift = static_cast<int64_t>(rng() % 3);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = i + shift + 1; j < s; ++j)
+            mask[static_cast<size_t>(i * s + j)] =
+                pick(rng, {std::numeric_limits<float>::lowest(), -kInf, -1e30f});
+      } else if (form == 2) {  // padding, as BERT's: the last columns of every row
+        mask_shape = {1, s};
+        mask.assign(static_cast<size_t>(s), 0.0f);
+        for (int64_t j = s - static_cast<int64_t>(rng() % static_cast<uint64_t>(s)); j < s; ++j)
+          mask[static_cast<size_t>(j)] = std::numeric_limits<float>::lowest();
+      }
       att.shapes.push_back(mask_shape);
       att.data.push_back(mask);
     }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <numbers>
 #include <random>
@@ -646,4 +647,43 @@ TEST_CASE("gemm_tile rejects tiles outside the matrices and unpacked B") {
   // An empty tile writes nothing.
   gemm_tile(a.data(), 4, packed, c.data(), 4, {2, 2, 0, 4});
   for (float x : c) CHECK(x == 0.0f);
+}
+
+TEST_CASE("gemm_tile_leading_rows: gemm_tile's bits on B's first rows packed alone, every kernel") {
+  // cpu.attention multiplies by V's first `live` rows without repacking
+  // them: the same sums as packing those rows on their own, bit for bit,
+  // over several panels and over K long enough for two slices.
+  std::mt19937 rng(0x1ead);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const GemmMicrokernel& kernel : gemm_microkernels()) {
+    if (!gemm_isa_supported(kernel.isa)) continue;
+    for (int64_t k : {1, 37, 700, 2600})
+      for (int64_t k_rows : {int64_t{0}, int64_t{1}, k / 2 + 1, k}) {
+        const int64_t m = 2 * kernel.mr + 3, n = 2 * kernel.nr + 5;
+        INFO(kernel.name, " k ", k, " k_rows ", k_rows);
+        std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+        for (float& x : a) x = dist(rng);
+        for (float& x : b) x = dist(rng);
+        const PackedMatrix whole = pack_b(b.data(), k, n, n, false, kernel);
+        std::vector<float> got(static_cast<size_t>(m * n), kSentinel), want = got;
+        const GemmTile tile{.m0 = 1, .m1 = m, .n0 = 2, .n1 = n};
+        gemm_tile_leading_rows(a.data(), k, whole, k_rows, got.data(), n, tile);
+        if (k_rows > 0) {
+          const PackedMatrix leading = pack_b(b.data(), k_rows, n, n, false, kernel);
+          gemm_tile(a.data(), k, leading, want.data(), n, tile);
+        } else {
+          for (int64_t i = tile.m0; i < tile.m1; ++i)  // an empty sum
+            std::fill(want.begin() + i * n + tile.n0, want.begin() + i * n + tile.n1, 0.0f);
+        }
+        int64_t differ = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+          differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        CHECK(differ == 0);
+      }
+  }
+  const std::vector<float> b(4 * 4, 1.0f), a(4 * 4, 1.0f);
+  std::vector<float> c(4 * 4, 0.0f);
+  const PackedMatrix packed = pack_b(b.data(), 4, 4, 4, false);
+  CHECK_THROWS_AS(gemm_tile_leading_rows(a.data(), 4, packed, 5, c.data(), 4, {0, 4, 0, 4}),
+                  std::invalid_argument);
 }

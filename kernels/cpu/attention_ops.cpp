@@ -169,12 +169,15 @@ void attention(const TileArgs& args) {
     const PackedMatrix v = pack_b(v_head, s, dv, dv, false);
     // |scores| <= d · max|q| · max|k| (with slack for the sums' rounding);
     // computed once per head, and only where a mask may let columns go.
+    // Infinite (nothing skipped) where V is not finite: there the unfused
+    // P·V's 0 · inf makes the NaN this must not hide.
     double z_bound = -1.0;
     auto z_bound_of_scores = [&] {
       if (z_bound < 0.0)
         z_bound = std::fabs(static_cast<double>(alpha)) * static_cast<double>(d) *
                   static_cast<double>(max_abs(q_head + m0 * d, (m1 - m0) * d)) *
-                  static_cast<double>(max_abs(kt_head, d * s)) * 1.001;
+                  static_cast<double>(max_abs(kt_head, d * s)) *
+                  (std::isinf(max_abs(v_head, s * dv)) ? HUGE_VAL : 1.001);
       return z_bound;
     };
     for (int64_t b0 = m0; b0 < m1; b0 += block_rows) {

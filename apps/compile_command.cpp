@@ -1,6 +1,7 @@
 // `tessera compile MODEL.onnx -o MODEL.tess`: import, compile, save, report.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 #include "graph/compiler.hpp"
 #include "graph/error.hpp"
 #include "kernels/kernel_choice.hpp"
+#include "kernels/kernel_forecast.hpp"
 #include "kernels/layout_assignment.hpp"
 #include "kernels/reference_evaluator.hpp"
 #include "serialization/onnx/onnx_importer.hpp"
@@ -120,8 +122,6 @@ struct BuiltTileGraph {
 BuiltTileGraph build_tile_graph(graph::Graph g, const graph::CompileOptions& options,
                                 const CompileArgs& args, const graph::SparsityConfig& sparsity,
                                 graph::CompileReport* report) {
-  BuiltTileGraph built{graph::compile_graph(std::move(g), options, report, &sparsity), {}};
-  graph::TileGraph& tiles = built.tiles;
   std::vector<std::string_view> disabled;
   if (args.no_winograd) disabled.push_back("cpu.conv_winograd");
   // Tessera-dense on a pruned model (bench/e2e/compare_sparse.py). Names that
@@ -133,6 +133,14 @@ BuiltTileGraph build_tile_graph(graph::Graph g, const graph::CompileOptions& opt
                                                               : kernels::KernelPolicy::Fastest;
   const kernels::LayoutPolicy layout_policy =
       args.layout == "nchw" ? kernels::LayoutPolicy::Nchw : kernels::LayoutPolicy::Auto;
+  // The tiler cuts each conv for the kernel that will run it (a sparse 3x3
+  // conv is not cut along Winograd's blocks): it asks the kernel choice.
+  graph::CompileOptions with_forecast = options;
+  with_forecast.kernel_forecast = std::make_shared<kernels::ChoiceForecast>(
+      policy, disabled,
+      layout_policy == kernels::LayoutPolicy::Nchw ? graph::Layout::NCHW : graph::Layout::NHWC);
+  BuiltTileGraph built{graph::compile_graph(std::move(g), with_forecast, report, &sparsity), {}};
+  graph::TileGraph& tiles = built.tiles;
   // Layouts follow from the kernels (NHWC where they all allow it), and some
   // choices follow from the layouts (cpu.conv_sparse's crossovers differ
   // between NCHW and NHWC): choose with every tensor NCHW, assign layouts,

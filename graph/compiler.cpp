@@ -213,7 +213,9 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
   std::vector<RewrittenPattern> pool_splits;
   if (options.split_global_pools && options.threads != 1) pool_splits = split_global_pools(graph);
   std::vector<TileNode> nodes =
-      build_tile_nodes(graph, TilerOptions{.tiles = options.tiles, .threads = options.threads});
+      build_tile_nodes(graph, TilerOptions{.tiles = options.tiles,
+                                           .threads = options.threads,
+                                           .kernel_forecast = options.kernel_forecast.get()});
   MemoryPlan plan =
       plan_memory(graph, nodes, MemoryPlanOptions{.reuse_distance = options.reuse_distance});
 

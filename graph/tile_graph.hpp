@@ -16,6 +16,8 @@
 
 namespace tessera::graph {
 
+class KernelForecast;  // graph/kernel_forecast.hpp
+
 enum class TensorStorage : uint8_t { Arena = 0, Weight = 1 };
 
 struct CompiledTensor {
@@ -66,6 +68,10 @@ struct CompileOptions {
   // same at 1); batch-1 CNNs and transformers get no edges at all.
   static constexpr int32_t kDefaultReuseDistance = 16;
   int32_t reuse_distance = kDefaultReuseDistance;
+  // The kernels the compiler will choose, as the tiler needs to know them
+  // (graph/kernel_forecast.hpp); null: it assumes the shape rules' kernels
+  // (every conv Winograd can take runs Winograd). Not stored.
+  std::shared_ptr<const KernelForecast> kernel_forecast = nullptr;
 };
 
 struct TileGraph {

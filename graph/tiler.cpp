@@ -378,7 +378,17 @@ enum class WinogradTiling { kNone, kWholeMaps, kRunPerThread, kBlockRows };
 
 constexpr int64_t kWinogradBlockRows = 4;  // cpu.conv_winograd's F(4×4, 3×3) block side
 
-WinogradTiling winograd_tiling(const Operator& op, const std::vector<Shape>& in, const Shape& out) {
+// Without a forecast, every conv of Winograd's shape is taken to run it. A
+// forecast tells apart those that run another kernel (a sparse weight's
+// cpu.conv_sparse, or --no-winograd): they get the plain rules. Channel
+// tiles of cpu.conv_sparse each stack the whole map's input again: ResNet-50
+// pruned to 90% at 2 threads, its five 14x14 3x3 convs as two channel tiles
+// each took 2.47-2.50 ms of tile time summed per run, as two runs of rows
+// 1.61-1.64 (tessera run --profile, two alternating rounds, this 2-core
+// Zen 5 EPYC).
+WinogradTiling winograd_tiling(const Graph& graph, int32_t op_index, const std::vector<Shape>& in,
+                               const Shape& out, const TilerOptions& options) {
+  const Operator& op = graph.ops.at(static_cast<size_t>(op_index));
   const OpAttributes& a = op.attrs;
   if (op.type != OpType::Conv || a.group != 1 || a.kernel_shape != std::vector<int64_t>{3, 3})
     return WinogradTiling::kNone;
@@ -389,6 +399,8 @@ WinogradTiling winograd_tiling(const Operator& op, const std::vector<Shape>& in,
     return WinogradTiling::kNone;
   const int64_t side = std::min(out[2], out[3]);
   if (side < 14) return WinogradTiling::kNone;
+  if (options.kernel_forecast && !options.kernel_forecast->runs_winograd(graph, op_index))
+    return WinogradTiling::kNone;
   if (side < 28) return WinogradTiling::kWholeMaps;
   if (side < 56) return WinogradTiling::kRunPerThread;
   return WinogradTiling::kBlockRows;
@@ -464,8 +476,9 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
     // then channels); --tiles keeps rows only.
     int64_t channel_parts = 1;
     const int64_t pixels = out[2] * out[3];
-    const WinogradTiling winograd =
-        options.tiles <= 0 ? winograd_tiling(op, in, out) : WinogradTiling::kNone;
+    const WinogradTiling winograd = options.tiles <= 0
+                                        ? winograd_tiling(graph, op_index, in, out, options)
+                                        : WinogradTiling::kNone;
     // Tiles that can run at once on this op, and the runs of output channels
     // channel_chunks() cuts at most (whole GEMM panels).
     const int64_t busy = std::min(per_image_wanted, threads);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "graph/kernel_forecast.hpp"
 #include "graph/tile_graph.hpp"
 
 namespace tessera::graph {
@@ -12,6 +13,8 @@ namespace tessera::graph {
 struct TilerOptions {
   int32_t tiles = 0;    // tiles per op (capped by the splittable extent); 0: the rule in tiler.cpp
   int32_t threads = 0;  // threads to expose parallelism for; 0: hardware_concurrency
+  // The kernels the ops will run (graph/kernel_forecast.hpp), or null.
+  const KernelForecast* kernel_forecast = nullptr;
 };
 
 // The output regions (tiles) of op `op_index`, in tile order. Exposed for

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/tile_graph.hpp"
+#include "kernels/tile_kernel.hpp"
 
 namespace tessera::kernels {
 
@@ -30,5 +31,11 @@ enum class KernelPolicy {
 // tensors will have.
 std::vector<KernelChoice> choose_kernels(graph::TileGraph& graph, KernelPolicy policy,
                                          std::span<const std::string_view> disabled = {});
+
+// The choice for one op whose inputs are `inputs` (constants with their
+// data, activations with the layout they will have): what choose_kernels()
+// stores for it. KernelChoice::kernel is empty when no variant applies.
+KernelChoice choose_kernel(const graph::Operator& op, std::span<const ConstTensorView> inputs,
+                           KernelPolicy policy, std::span<const std::string_view> disabled = {});
 
 }  // namespace tessera::kernels

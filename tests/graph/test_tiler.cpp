@@ -302,6 +302,57 @@ TEST_CASE("tiler: 3x3 stride-1 convs on maps of 14 to 27 rows cut channels over 
   }
 }
 
+TEST_CASE("tiler: a conv the kernel forecast does not give Winograd is cut in plain runs of rows") {
+  // A sparse 3x3 conv runs cpu.conv_sparse, whose channel tiles would each
+  // stack the whole map's input again: the forecast says so, and the
+  // tiler then cuts rows as for any conv (and not in 4-row blocks).
+  struct Forecast final : KernelForecast {
+    bool winograd = false;
+    mutable int asked = 0;
+    bool runs_winograd(const Graph&, int32_t) const override {
+      ++asked;
+      return winograd;
+    }
+  };
+  for (const auto& [size, threads] : {std::pair<int64_t, int32_t>{14, 2}, {28, 2}, {56, 16}}) {
+    CAPTURE(size);
+    CAPTURE(threads);
+    GraphBuilder b;
+    int32_t x = b.input("x", {1, 256, size, size});
+    int32_t w = b.weight("w", {256, 256, 3, 3});
+    b.g.outputs = {b.op(OpType::Conv, {x, w}, spatial_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}))};
+    Forecast forecast;
+    // Told Winograd: the same tiles as without a forecast.
+    forecast.winograd = true;
+    const auto shape_rule = build_tile_nodes(b.g, TilerOptions{0, threads});
+    const auto told_winograd = build_tile_nodes(b.g, TilerOptions{0, threads, &forecast});
+    REQUIRE(told_winograd.size() == shape_rule.size());
+    for (size_t i = 0; i < shape_rule.size(); ++i)
+      CHECK(told_winograd[i].region == shape_rule[i].region);
+    CHECK(forecast.asked > 0);
+    // Told otherwise: every tile holds all channels of a run of rows, the
+    // runs as many as the rule wants (one per thread: the weight is large)
+    // and not rounded to 4-row blocks.
+    forecast.winograd = false;
+    const auto nodes = build_tile_nodes(b.g, TilerOptions{0, threads, &forecast});
+    if (size <= 28) check_tile_graph(b.g, nodes);
+    REQUIRE(nodes.size() == static_cast<size_t>(threads));
+    int64_t next_row = 0;
+    for (const TileNode& n : nodes) {
+      CHECK(n.region.begin[1] == 0);
+      CHECK(n.region.end[1] == 256);
+      CHECK(n.region.begin[2] == next_row);
+      next_row = n.region.end[2];
+    }
+    CHECK(next_row == size);
+    if (size == 56) CHECK(nodes[0].region.end[2] % 4 != 0);  // 56 / 16: runs of 3-4 rows
+    // --tiles never asks.
+    forecast.asked = 0;
+    build_tile_nodes(b.g, TilerOptions{4, threads, &forecast});
+    CHECK(forecast.asked == 0);
+  }
+}
+
 TEST_CASE("tiler: 3x3 stride-1 convs on maps of 28 to 55 rows get one run of rows per thread") {
   // Winograd's GEMMs have one row per 4x4 block: runs of 7 rows of 28 would
   // give 14-row GEMMs. Under 32 channels (no Winograd) and from 56 rows on,

@@ -12,10 +12,14 @@
 //     (3072×768: compile time, 72 of them per model);
 //   - the floor: copying A into C, the memory traffic no layout of B
 //     avoids (A read once, C written once), which bounds every speedup;
+//   - `--loop-limit`: the CSR kernel's inner step timed alone in L1 (and
+//     three variants of it) and the speedup over dense it allows at each
+//     unstructured density: the ceiling of the CSR formulation here;
 //   - `--crossover`: density sweeps per format, to set the crossovers in
 //     kernels/sparse/sparse_gemm.cpp.
 //
-//   bench_spmm [--size N] [--reps R] [--crossover] [--min] [--only LABEL-SUBSTRING]
+//   bench_spmm [--size N] [--reps R] [--crossover] [--loop-limit] [--min]
+//              [--only LABEL-SUBSTRING]
 //
 // Times are per second of this thread's CPU time (the machine is shared),
 // the median of R repetitions; B is packed outside the timed loop (weights
@@ -34,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "csr_loop_limit.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/sparse/block_cover.hpp"
 #include "kernels/sparse/sparse_gemm.hpp"
@@ -144,6 +149,7 @@ int main(int argc, char** argv) {
   int64_t size = 1024;
   int reps = 5;
   bool crossover = false;
+  bool loop_limit = false;
   std::string only;  // run only the sparse cases whose label contains this
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--size") && i + 1 < argc)
@@ -152,14 +158,16 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--crossover"))
       crossover = true;
+    else if (!std::strcmp(argv[i], "--loop-limit"))
+      loop_limit = true;
     else if (!std::strcmp(argv[i], "--min"))
       g_report_min = true;
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
     else {
       std::fprintf(stderr,
-                   "usage: bench_spmm [--size N] [--reps R] [--crossover] [--min] [--only "
-                   "LABEL-SUBSTRING]\n");
+                   "usage: bench_spmm [--size N] [--reps R] [--crossover] [--loop-limit] [--min] "
+                   "[--only LABEL-SUBSTRING]\n");
       return 2;
     }
   }
@@ -208,6 +216,31 @@ int main(int argc, char** argv) {
       std::memcpy(c_copy.data() + i * n, a.data() + i * k, static_cast<size_t>(std::min(k, n)) * 4);
   });
   row("floor: read A + write C (memcpy)", 0.0, floor_s, "bounds the speedup of any B", false);
+
+  if (loop_limit) {
+    // The CSR kernel runs its inner step once per nonzero of B per 64-row
+    // panel of A (4 AVX-512 vectors, sparse_gemm_impl.hpp): with that step
+    // at its hot-L1 speed and nothing else (no transposes, no per-column
+    // sums loaded and stored) the speedup over dense is at most
+    // dense / (panels · nonzeros · step).
+    const auto step_times = tessera::bench::csr_loop_step_times();
+    if (step_times.empty()) {
+      std::printf("--loop-limit: the measured step is the AVX-512 kernel's; this CPU has none\n");
+      return 0;
+    }
+    std::printf("\nCSR inner step, operands in L1, one nonzero x 64 rows of A (best of 200):\n");
+    for (const auto& t : step_times)
+      std::printf("  %-50s %6.3f ns/step\n", t.label.c_str(), t.ns_per_step);
+    const double panels = static_cast<double>((m + 63) / 64);
+    std::printf("bound on the CSR speedup over dense at that step time, unstructured B:\n");
+    std::printf("  %-8s %12s %12s %10s\n", "density", "steps", "bound", "target");
+    for (double d : {0.5, 0.1, 0.05, 0.01}) {
+      const double steps = panels * d * static_cast<double>(k * n);
+      std::printf("  %6.1f%% %12.0f %11.2fx %9.1fx\n", 100.0 * d, steps,
+                  dense_s / (steps * step_times.front().ns_per_step * 1e-9), 0.7 / d);
+    }
+    return 0;
+  }
 
   auto run_sparse = [&](const std::string& label, const std::vector<float>& b,
                         const sparse::SparseLayout* forced, bool with_target) {

@@ -134,25 +134,56 @@ inline void pixel_block(const DepthwiseContext& k, const float* in, int64_t kh_l
 #pragma GCC unroll 4
     for (int v = 0; v < CV; ++v) acc[p][v] = Batch(0.0f);
   const float* in_row = in + c;
-  for (int64_t kh = kh_lo; kh < kh_hi; ++kh, in_row += k.row_step) {
-    const float* w_row = k.weights + kh * k_w * k.width + c;
-    auto tap = [&](int64_t kw) {
-      Batch w[CV];
+  // Compile-time kW and stride: the block's input columns of each row are
+  // loaded once into registers, (P − 1)·SW + KW of them, and every tap's FMAs
+  // read them there. Addressed per tap instead (the loop below), the P·KW
+  // offsets, multiples of the runtime channel count, outran the general
+  // registers: GCC kept them in vector registers and moved each back before
+  // its FMA. 3-8% fewer cycles per FMA on MobileNetV2's 3x3 shapes (a
+  // throwaway harness over depthwise_nhwc_tile, this Zen 5, three rounds).
+  constexpr int kColumns = KW ? (P - 1) * SW + KW : 0;
+  constexpr int kRegisters = W >= 16 ? 32 : 16;
+  if constexpr (KW != 0 && (kColumns + P + 1) * CV <= kRegisters) {
+    for (int64_t kh = kh_lo; kh < kh_hi; ++kh, in_row += k.row_step) {
+      const float* w_row = k.weights + kh * KW * k.width + c;
+      Batch x[kColumns][CV];
+      const float* column = in_row;
+#pragma GCC unroll 16
+      for (int j = 0; j < kColumns; ++j, column += k.channels)
 #pragma GCC unroll 4
-      for (int v = 0; v < CV; ++v) w[v] = Batch::load_unaligned(w_row + kw * k.width + v * W);
-      const float* in_tap = in_row + (kw - kw_lo) * tap_step;
+        for (int v = 0; v < CV; ++v) x[j][v] = Batch::load_unaligned(column + v * W);
 #pragma GCC unroll 8
-      for (int p = 0; p < P; ++p)
+      for (int kw = 0; kw < KW; ++kw) {
+        Batch w[CV];
 #pragma GCC unroll 4
-        for (int v = 0; v < CV; ++v)
-          acc[p][v] =
-              fused_madd(w[v], Batch::load_unaligned(in_tap + p * pix_step + v * W), acc[p][v]);
-    };
-    if constexpr (KW != 0) {
+        for (int v = 0; v < CV; ++v) w[v] = Batch::load_unaligned(w_row + kw * k.width + v * W);
 #pragma GCC unroll 8
-      for (int kw = 0; kw < KW; ++kw) tap(kw);
-    } else {
-      for (int64_t kw = kw_lo; kw < kw_hi; ++kw) tap(kw);
+        for (int p = 0; p < P; ++p)
+#pragma GCC unroll 4
+          for (int v = 0; v < CV; ++v) acc[p][v] = fused_madd(w[v], x[p * SW + kw][v], acc[p][v]);
+      }
+    }
+  } else {
+    for (int64_t kh = kh_lo; kh < kh_hi; ++kh, in_row += k.row_step) {
+      const float* w_row = k.weights + kh * k_w * k.width + c;
+      auto tap = [&](int64_t kw) {
+        Batch w[CV];
+#pragma GCC unroll 4
+        for (int v = 0; v < CV; ++v) w[v] = Batch::load_unaligned(w_row + kw * k.width + v * W);
+        const float* in_tap = in_row + (kw - kw_lo) * tap_step;
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p)
+#pragma GCC unroll 4
+          for (int v = 0; v < CV; ++v)
+            acc[p][v] =
+                fused_madd(w[v], Batch::load_unaligned(in_tap + p * pix_step + v * W), acc[p][v]);
+      };
+      if constexpr (KW != 0) {
+#pragma GCC unroll 8
+        for (int kw = 0; kw < KW; ++kw) tap(kw);
+      } else {
+        for (int64_t kw = kw_lo; kw < kw_hi; ++kw) tap(kw);
+      }
     }
   }
 #pragma GCC unroll 8

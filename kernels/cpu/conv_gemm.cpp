@@ -99,6 +99,19 @@ const float* input_scale(const TileArgs& args, int64_t n) {
   return s.data + ((*s.shape)[0] == 1 ? 0 : n * (*s.shape)[1]);
 }
 
+// A 1x1 conv's weights W [OC, C] times image n's input scale per input
+// channel, packed like the prepared weights: x·(s·W) for (x·s)·W.
+PackedMatrix scaled_weights(const TileArgs& args, const ConvGemmPrepared& prep,
+                            const float* scale) {
+  const int64_t c = prep.geometry.channels, oc = prep.geometry.out_channels;
+  const float* w = args.inputs[1].data;  // [OC, C, 1, 1]
+  thread_local std::vector<float> scaled;
+  scaled.resize(static_cast<size_t>(oc * c));
+  for (int64_t o = 0; o < oc; ++o)
+    for (int64_t ch = 0; ch < c; ++ch) scaled[o * c + ch] = w[o * c + ch] * scale[ch];
+  return pack_b(scaled.data(), c, oc, c, /*transposed=*/true, prep.weights.microkernel());
+}
+
 std::optional<std::string> applies_with(const graph::Operator& op,
                                         std::span<const ConstTensorView> inputs, ConvGeometry& g) {
   if (op.type != graph::OpType::Conv) return "not a Conv";
@@ -303,12 +316,12 @@ bool input_is_a(const TileArgs& args, const ConvGeometry& g) {
 // ow_begin + cols) of image n, channels [oc0, oc1). The caller makes the
 // chunk's pixels contiguous in pixel order (cols == out_w or rows == 1), so
 // in an NHWC tensor they are one [pixels, channels] block.
-void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, int64_t oh_begin,
-               int64_t rows, int64_t ow_begin, int64_t cols, int64_t oc0, int64_t oc1,
-               GemmEpilogue epilogue) {
+void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, const PackedMatrix& weights,
+               bool scale_input, int64_t n, int64_t oh_begin, int64_t rows, int64_t ow_begin,
+               int64_t cols, int64_t oc0, int64_t oc1, GemmEpilogue epilogue) {
   const ConvGeometry& g = prep.geometry;
   ConvScratch& scratch = thread_scratch();
-  const int64_t c = g.channels, k = prep.weights.k();
+  const int64_t c = g.channels, k = weights.k();
   const int64_t pixels = rows * cols;
   const int64_t first_pixel = (n * g.out_h + oh_begin) * g.out_w + ow_begin;  // of Y and R
   const bool x_nhwc = is_nhwc(args.inputs[0].layout, g);
@@ -318,7 +331,7 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   const int64_t ih_begin = oh_begin * g.stride_h - g.pad_top;
   const int64_t iw_begin = ow_begin * g.stride_w - g.pad_left;
   const float* image = args.inputs[0].data + n * c * g.in_h * g.in_w;
-  const float* scale = input_scale(args, n);
+  const float* scale = scale_input ? input_scale(args, n) : nullptr;
   const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
   const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
   const bool indirect = !x_nhwc && y_nhwc && !scale && g.rank == 4 && !prep.planar_offsets.empty();
@@ -386,19 +399,19 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, int64_t n, in
   }
 
   if (indirect) {
-    run_planar_rows(image, g, prep.weights, prep.planar_offsets.data(), scratch, ih_begin, rows,
+    run_planar_rows(image, g, weights, prep.planar_offsets.data(), scratch, ih_begin, rows,
                     iw_begin, cols, args.output.data + first_pixel * g.out_channels, oc0, oc1,
                     epilogue);
     return;
   }
   const GemmTile tile{.m0 = 0, .m1 = pixels, .n0 = oc0, .n1 = oc1};
   if (y_nhwc) {
-    gemm_tile(a, k, prep.weights, args.output.data + first_pixel * g.out_channels, g.out_channels,
-              tile, epilogue);
+    gemm_tile(a, k, weights, args.output.data + first_pixel * g.out_channels, g.out_channels, tile,
+              epilogue);
     return;
   }
   float* out_t = grown(scratch.output, pixels * oc1);
-  gemm_tile(a, k, prep.weights, out_t, oc1, tile, epilogue);
+  gemm_tile(a, k, weights, out_t, oc1, tile, epilogue);
   float* y = args.output.data + (n * g.out_channels + oc0) * out_plane;
   for (int64_t r = 0; r < rows; ++r)
     transpose_panel(out_t + r * cols * oc1 + oc0, oc1, cols, oc1 - oc0,
@@ -483,10 +496,20 @@ void conv_gemm(const TileArgs& args) {
   const int64_t oc0 = r.begin[1], oc1 = r.end[1];
   const int64_t oh0 = is_1d ? 0 : r.begin[2], oh1 = is_1d ? 1 : r.end[2];
   const int64_t ow0 = r.begin[g.rank - 1], ow1 = r.end[g.rank - 1];
+  // A squeeze-and-excitation scale s multiplies the input's channels: A
+  // is x·s, copied (pixels × C multiplies per tile), or the weights are
+  // scaled per input channel instead (C × OC per image) and A is read in
+  // place. Where the tile has at least 4·OC pixels the weights are the
+  // cheaper: EfficientNet-B0's five projections on 112x112 to 28x28 maps
+  // took 0.605 ms with the copy, 0.424 so (tessera run --profile, 1 thread,
+  // this Zen 5).
+  const bool scale_weights = args.op->attrs.fused_input_scale && input_is_a(args, g) &&
+                             4 * g.out_channels <= (oh1 - oh0) * (ow1 - ow0);
   // Chunks bound the scratch panels. With A read from the input and Y
   // written in place there are none: the whole tile is one GEMM, so the
   // packed weights are streamed once per tile, not once per chunk.
-  const bool no_panels = input_is_a(args, g) && !args.op->attrs.fused_input_scale &&
+  const bool no_panels = input_is_a(args, g) &&
+                         (!args.op->attrs.fused_input_scale || scale_weights) &&
                          is_nhwc(args.output.layout, g) &&
                          (!args.op->attrs.fused_residual || is_nhwc(args.inputs[3].layout, g));
   const int64_t max_pixels = no_panels ? (oh1 - oh0) * (ow1 - ow0)
@@ -497,11 +520,15 @@ void conv_gemm(const TileArgs& args) {
   // contiguous in pixel order (what run_chunk's NHWC paths need).
   const int64_t chunk_rows =
       chunk_cols == g.out_w ? std::max<int64_t>(1, max_pixels / chunk_cols) : 1;
-  for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
+  for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
+    const PackedMatrix scaled =
+        scale_weights ? scaled_weights(args, prep, input_scale(args, n)) : PackedMatrix();
+    const PackedMatrix& weights = scale_weights ? scaled : prep.weights;
     for (int64_t oh = oh0; oh < oh1; oh += chunk_rows)
       for (int64_t ow = ow0; ow < ow1; ow += chunk_cols)
-        run_chunk(args, prep, n, oh, std::min(chunk_rows, oh1 - oh), ow,
+        run_chunk(args, prep, weights, !scale_weights, n, oh, std::min(chunk_rows, oh1 - oh), ow,
                   std::min(chunk_cols, ow1 - ow), oc0, oc1, epilogue);
+  }
 }
 
 }  // namespace tessera::kernels::cpu

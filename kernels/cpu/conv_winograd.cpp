@@ -164,8 +164,8 @@ void run_chunk(const TileArgs& args, const WinogradPrepared& prep, const TileBou
   const float* image = x.data + tb.n * c * in_plane;
   float* v = grown(scratch.v, kTileElements * count * c);
   float* m = grown(scratch.m, kTileElements * count * tb.oc1);
-  const float* zeros = grown(scratch.zeros, c);
-  std::fill(scratch.zeros.begin(), scratch.zeros.begin() + c, 0.0f);
+  float* zeros = grown(scratch.zeros, c);
+  std::fill(zeros, zeros + c, 0.0f);
 
   // 1. V = B^T·d·B per block. Taps outside the input rows and columns that
   // the region's own pixels read (its tile's dependencies) count as zeros,

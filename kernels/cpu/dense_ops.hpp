@@ -128,10 +128,16 @@ std::optional<std::string> matmul_bias_problem(const graph::Operator& op,
 // fused residual (absolute rows of the flattened output, like Y).
 GemmEpilogue matmul_epilogue(const TileArgs& args);
 
-// A per-thread scratch buffer of at least `floats` floats (grown, never shrunk).
+// A per-thread scratch buffer of at least `floats` floats (grown, never
+// shrunk; its contents are not kept across calls), 64-byte aligned like the
+// arena's tensors: at a std::vector's own 16-byte alignment every 64-byte
+// vector load and store of it splits across two cache lines.
 inline float* grown(std::vector<float>& buffer, int64_t floats) {
-  if (static_cast<int64_t>(buffer.size()) < floats) buffer.resize(static_cast<size_t>(floats));
-  return buffer.data();
+  constexpr int64_t kPad = 64 / sizeof(float);
+  if (static_cast<int64_t>(buffer.size()) < floats + kPad)
+    buffer.resize(static_cast<size_t>(floats + kPad));
+  const auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + ((64 - address % 64) % 64) / sizeof(float);
 }
 
 // Throws tessera::Error naming the variant and the op.

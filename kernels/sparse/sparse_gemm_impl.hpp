@@ -141,14 +141,9 @@ struct BsrScratch {
   std::vector<float> a_panels;
 };
 
-// `floats` floats of v, 64-byte aligned: a vector's own 16-byte alignment
-// would split every 64-byte load of the CSR panel across two cache lines.
-inline float* grown(std::vector<float>& v, int64_t floats) {
-  constexpr int64_t kPad = 64 / sizeof(float);
-  if (static_cast<int64_t>(v.size()) < floats + kPad) v.resize(static_cast<size_t>(floats + kPad));
-  const auto address = reinterpret_cast<uintptr_t>(v.data());
-  return v.data() + ((64 - address % 64) % 64) / sizeof(float);
-}
+// 64-byte aligned per-thread scratch (a vector's own 16-byte alignment
+// would split every 64-byte load of the CSR panel across two cache lines).
+using cpu::grown;
 
 // One BSR part of b over the tile. For each chunk of rows, A is packed into
 // MR-row panels; for each strip of BN columns, each panel: the strip's

@@ -256,12 +256,8 @@ void conv_depthwise(const TileArgs& args) {
   const int64_t cols_in = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
   // Per-thread scratch, grown on first use, never per call.
   thread_local std::vector<float> window, acc;
-  if (static_cast<int64_t>(window.size()) < rows_in * cols_in)
-    window.resize(static_cast<size_t>(rows_in * cols_in));
-  if (static_cast<int64_t>(acc.size()) < rows * cols_in)
-    acc.resize(static_cast<size_t>(rows * cols_in));
-  p.window = window.data();
-  p.acc = acc.data();
+  p.window = grown(window, rows_in * cols_in);
+  p.acc = grown(acc, rows * cols_in);
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n)
     for (int64_t c = r.begin[1]; c < r.end[1]; ++c) {
       p.plane = x + (n * g.channels + c) * g.in_h * g.in_w;

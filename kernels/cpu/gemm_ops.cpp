@@ -253,16 +253,14 @@ void gemm(const TileArgs& args) {
     // bias and the residual to the chunk's first row.
     thread_local std::vector<float> panel;
     const int64_t step = rows_per_call(true, k, m);
-    const int64_t need = std::min(step, i1 - i0) * k;
-    if (static_cast<int64_t>(panel.size()) < need) panel.resize(static_cast<size_t>(need));
+    float* at = grown(panel, std::min(step, i1 - i0) * k);
     for (int64_t i = i0; i < i1; i += step) {
       const int64_t count = std::min(step, i1 - i);
-      transpose_panel(a + i, m, k, count, panel.data(), k);
+      transpose_panel(a + i, m, k, count, at, k);
       GemmEpilogue chunk_ep = ep;
       if (ep.bias_kind == GemmBias::kPerRow) chunk_ep.bias = ep.bias + i;
       if (ep.residual) chunk_ep.residual = ep.residual + i * n;
-      gemm_tile(panel.data(), k, prep.b, y + i * n, n, {.m0 = 0, .m1 = count, .n0 = j0, .n1 = j1},
-                chunk_ep);
+      gemm_tile(at, k, prep.b, y + i * n, n, {.m0 = 0, .m1 = count, .n0 = j0, .n1 = j1}, chunk_ep);
     }
   }
 

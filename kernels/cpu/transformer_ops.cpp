@@ -106,8 +106,7 @@ void masked_softmax(const TileArgs& args) {
   if (region.empty()) return;
   const int64_t b = region.begin[rank - 1], length = region.extent(rank - 1);
   thread_local std::vector<float> row;
-  row.resize(static_cast<size_t>(n));
-  float* z = row.data();
+  float* z = grown(row, n);
   const VectorOps& ops = vector_ops();
   graph::Region rows = region;  // whole rows: offsets of each row's first element
   rows.begin[rank - 1] = 0;

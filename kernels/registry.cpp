@@ -80,8 +80,8 @@ constexpr TileKernelVariant kKernelTable[] = {
      10, kAnyLayout},
     // X, Y and the residual share one layout (the weights are read in their
     // own: kernels/layout_assignment.cpp).
-    {OpType::Conv, "cpu.conv_depthwise", cpu::conv_depthwise, nullptr, cpu::conv_depthwise_applies,
-     11, kUniformLayout},
+    {OpType::Conv, "cpu.conv_depthwise", cpu::conv_depthwise, cpu::prepare_conv_depthwise,
+     cpu::conv_depthwise_applies, 11, kUniformLayout},
     // A depthwise conv with its 1x1 expansion fused in (NHWC only; the
     // applies check refuses NCHW operands).
     {OpType::Conv, "cpu.conv_expand_depthwise", cpu::conv_expand_depthwise,

@@ -190,6 +190,35 @@ const float* depthwise_tap_major_weights(const float* w, int64_t taps, int64_t c
   return transposed;
 }
 
+TapMajorWeights tap_major_weights(const float* w, int64_t taps, int64_t channels) {
+  TapMajorWeights t;
+  t.channels = channels;
+  if (!w) return t;
+  t.data.reset(allocate_aligned_floats(static_cast<size_t>(taps * channels)));
+  for (int64_t ch = 0; ch < channels; ++ch)
+    for (int64_t tap = 0; tap < taps; ++tap) t.data[tap * channels + ch] = w[ch * taps + tap];
+  return t;
+}
+
+void set_tile_weights(DepthwiseNhwcTile& t, const TapMajorWeights& prepared, const float* w,
+                      int64_t taps) {
+  if (prepared.data) {
+    t.weights = prepared.data.get() + t.c0;
+    t.weight_stride = prepared.channels;
+  } else {
+    t.weights = depthwise_tap_major_weights(w, taps, t.c0, t.c1);
+    t.weight_stride = t.c1 - t.c0;
+  }
+}
+
+PreparedOp prepare_conv_depthwise(const graph::Operator& op,
+                                  std::span<const ConstTensorView> inputs) {
+  ConvGeometry g;
+  if (auto why = applies_with(op, inputs, g)) fail_op(kVariant, &op, *why);
+  return std::make_shared<TapMajorWeights>(
+      tap_major_weights(inputs[1].data, g.k_h * g.k_w, g.channels));
+}
+
 std::optional<std::string> conv_depthwise_applies(const graph::Operator& op,
                                                   std::span<const ConstTensorView> inputs) {
   ConvGeometry g;
@@ -198,7 +227,7 @@ std::optional<std::string> conv_depthwise_applies(const graph::Operator& op,
 
 void conv_depthwise(const TileArgs& args) {
   check_dense_tile_args(kVariant, args, 2, args.op && args.op->attrs.fused_residual ? 4 : 3,
-                        /*needs_prepared=*/false);
+                        /*needs_prepared=*/true);
   ConvGeometry g;
   const std::span<const ConstTensorView> inputs(args.inputs, args.input_count);
   if (auto why = applies_with(*args.op, inputs, g)) fail_op(kVariant, args.op, *why);
@@ -237,7 +266,7 @@ void conv_depthwise(const TileArgs& args) {
     t.c0 = r.begin[1], t.c1 = r.end[1];
     t.oh0 = r.begin[2], t.oh1 = r.end[2];
     t.ow0 = r.begin[3], t.ow1 = r.end[3];
-    t.weights = depthwise_tap_major_weights(w, g.k_h * g.k_w, t.c0, t.c1);
+    set_tile_weights(t, *static_cast<const TapMajorWeights*>(args.prepared), w, g.k_h * g.k_w);
     for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
       t.n = n;
       depthwise_nhwc_tile(t);

@@ -30,9 +30,10 @@ namespace {
 
 // One tile's constants, channels already offset to the tile's first one.
 struct DepthwiseContext {
-  const float* weights = nullptr;  // [kH·kW, width]
+  const float* weights = nullptr;  // [kH·kW] rows of the tile's channels, weight_stride apart
   const float* bias = nullptr;     // [width] (offset to c0) or null
   int64_t width = 0;               // channels in the tile
+  int64_t weight_stride = 0;       // floats between the weights of taps t and t + 1
   int64_t channels = 0;            // C: the pixel stride of X, Y and R
   int64_t k_w = 0;
   int64_t row_step = 0;  // floats between input rows kh and kh + 1
@@ -145,7 +146,7 @@ inline void pixel_block(const DepthwiseContext& k, const float* in, int64_t kh_l
   constexpr int kRegisters = W >= 16 ? 32 : 16;
   if constexpr (KW != 0 && (kColumns + P + 1) * CV <= kRegisters) {
     for (int64_t kh = kh_lo; kh < kh_hi; ++kh, in_row += k.row_step) {
-      const float* w_row = k.weights + kh * KW * k.width + c;
+      const float* w_row = k.weights + kh * KW * k.weight_stride + c;
       Batch x[kColumns][CV];
       const float* column = in_row;
 #pragma GCC unroll 16
@@ -156,7 +157,8 @@ inline void pixel_block(const DepthwiseContext& k, const float* in, int64_t kh_l
       for (int kw = 0; kw < KW; ++kw) {
         Batch w[CV];
 #pragma GCC unroll 4
-        for (int v = 0; v < CV; ++v) w[v] = Batch::load_unaligned(w_row + kw * k.width + v * W);
+        for (int v = 0; v < CV; ++v)
+          w[v] = Batch::load_unaligned(w_row + kw * k.weight_stride + v * W);
 #pragma GCC unroll 8
         for (int p = 0; p < P; ++p)
 #pragma GCC unroll 4
@@ -165,11 +167,12 @@ inline void pixel_block(const DepthwiseContext& k, const float* in, int64_t kh_l
     }
   } else {
     for (int64_t kh = kh_lo; kh < kh_hi; ++kh, in_row += k.row_step) {
-      const float* w_row = k.weights + kh * k_w * k.width + c;
+      const float* w_row = k.weights + kh * k_w * k.weight_stride + c;
       auto tap = [&](int64_t kw) {
         Batch w[CV];
 #pragma GCC unroll 4
-        for (int v = 0; v < CV; ++v) w[v] = Batch::load_unaligned(w_row + kw * k.width + v * W);
+        for (int v = 0; v < CV; ++v)
+          w[v] = Batch::load_unaligned(w_row + kw * k.weight_stride + v * W);
         const float* in_tap = in_row + (kw - kw_lo) * tap_step;
 #pragma GCC unroll 8
         for (int p = 0; p < P; ++p)
@@ -210,7 +213,7 @@ inline void scalar_tail(const DepthwiseContext& k, const float* in, int64_t pixe
       const float* in_row = in + p * k.pix_step + ch;
       for (int64_t kh = kh_lo; kh < kh_hi; ++kh, in_row += k.row_step)
         for (int64_t kw = kw_lo; kw < kw_hi; ++kw)
-          acc = scalar_madd<kFma>(k.weights[(kh * k.k_w + kw) * k.width + ch],
+          acc = scalar_madd<kFma>(k.weights[(kh * k.k_w + kw) * k.weight_stride + ch],
                                   in_row[(kw - kw_lo) * k.tap_step], acc);
       const int64_t at = p * k.channels + ch;
       if (k.bias) acc += k.bias[ch];
@@ -262,6 +265,7 @@ void depthwise_nhwc_tile_impl(const DepthwiseNhwcTile& t) {
   k.weights = t.weights;
   k.bias = t.bias ? t.bias + t.c0 : nullptr;
   k.width = t.c1 - t.c0;
+  k.weight_stride = t.weight_stride;
   k.channels = channels;
   k.k_w = g.k_w;
   k.row_step = g.dilation_h * g.in_w * channels;

@@ -30,8 +30,9 @@ constexpr std::string_view kVariant = "cpu.conv_expand_depthwise";
 constexpr int64_t kBandBytes = 512 * 1024;
 
 struct ExpandDepthwisePrepared {
-  PackedMatrix expand;    // EW viewed [C, Cin], packed as the transposed B (K = Cin, N = C)
-  ConvGeometry geometry;  // the depthwise conv's, over the C expanded channels
+  PackedMatrix expand;        // EW viewed [C, Cin], packed as the transposed B (K = Cin, N = C)
+  ConvGeometry geometry;      // the depthwise conv's, over the C expanded channels
+  TapMajorWeights depthwise;  // W tap-major, as the NHWC depthwise kernel reads it
 };
 
 std::optional<std::string> applies_with(const graph::Operator& op,
@@ -84,6 +85,8 @@ PreparedOp prepare_conv_expand_depthwise(const graph::Operator& op,
   const int64_t channels = ew[0], cin = ew[1];
   prep->expand = pack_b(inputs[graph::expand_weight_input(op.attrs)].data, cin, channels, cin,
                         /*transposed=*/true, gemm_microkernel_for_columns(channels));
+  const ConvGeometry& g = prep->geometry;
+  prep->depthwise = tap_major_weights(inputs[1].data, g.k_h * g.k_w, g.channels);
   return prep;
 }
 
@@ -147,12 +150,12 @@ void conv_expand_depthwise(const TileArgs& args) {
   band_g.pad_left = g.pad_left + iw_lo;
   DepthwiseNhwcTile t;
   t.x = band;
-  t.weights = depthwise_tap_major_weights(args.inputs[1].data, g.k_h * g.k_w, c0, c1);
   t.bias = args.inputs[2].data;
   t.g = &band_g;
   t.attrs = &attrs;
   t.n = 0;
   t.c0 = c0, t.c1 = c1;
+  set_tile_weights(t, prep.depthwise, args.inputs[1].data, g.k_h * g.k_w);
   t.ow0 = ow0, t.ow1 = ow1;
 
   const int64_t image_floats = g.out_h * g.out_w * channels;

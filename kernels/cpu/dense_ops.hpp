@@ -45,7 +45,9 @@ std::optional<std::string> refuse_fused_expand(const graph::Operator& op);
 // conv_depthwise.cpp — "cpu.conv_depthwise": depthwise convolution
 // (group == C == OC, W [C,1,kH,kW]), any stride, padding and dilation;
 // direct: NCHW vectorised along the output width, NHWC along the channels
-// (conv_depthwise_nhwc.hpp). Needs no preparing.
+// (conv_depthwise_nhwc.hpp). Prepared: the weights tap-major (NHWC reads them so).
+PreparedOp prepare_conv_depthwise(const graph::Operator& op,
+                                  std::span<const ConstTensorView> inputs);
 void conv_depthwise(const TileArgs& args);
 std::optional<std::string> conv_depthwise_applies(const graph::Operator& op,
                                                   std::span<const ConstTensorView> inputs);

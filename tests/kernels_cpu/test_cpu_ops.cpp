@@ -1094,7 +1094,9 @@ TEST_CASE("cpu.conv_expand_depthwise refuses NCHW operands and unfused convs") {
 // count, i.e. for any tiling: a channel must give the same bits whether it
 // falls in a two-vector block, a single vector or the scalar tail of its
 // tile, and a pixel whether it is in a 4-pixel block or alone.
-TEST_CASE("cpu.conv_depthwise NHWC: every tiling gives bitwise the same output") {
+TEST_CASE(
+    "cpu.conv_depthwise NHWC: every tiling, with W prepared or transposed per tile, gives the same "
+    "bits") {
   const ConvSpec specs[] = {
       {.channels = 53,
        .out_channels = 53,
@@ -1155,10 +1157,16 @@ TEST_CASE("cpu.conv_depthwise NHWC: every tiling gives bitwise the same output")
       views[i] = {data[i].data(), &c->inputs[i], input_layout(*c, i)};
     }
     const size_t numel = static_cast<size_t>(graph::shape_numel(c->output));
+    // W a constant (transposed tap-major once, at prepare) and W known only
+    // at run time (transposed per tile): the same bits either way.
+    const kernels::PreparedOp constant_w = variant->prepare(c->op, views);
+    std::vector<ConstTensorView> runtime_views = views;
+    runtime_views[1].data = nullptr;
+    const kernels::PreparedOp runtime_w = variant->prepare(c->op, runtime_views);
     for (cpu::GemmIsa isa : supported_isas()) {
       INFO("ISA ", cpu::gemm_isa_name(isa));
       cpu::set_gemm_isa(isa);
-      auto run = [&](const std::vector<graph::Region>& tiles) {
+      auto run = [&](const std::vector<graph::Region>& tiles, const kernels::PreparedOp& prep) {
         std::vector<float> out(numel, std::numeric_limits<float>::quiet_NaN());
         for (const graph::Region& tile : tiles)
           variant->run({&c->op,
@@ -1166,13 +1174,16 @@ TEST_CASE("cpu.conv_depthwise NHWC: every tiling gives bitwise the same output")
                         views.size(),
                         {out.data(), &c->output, graph::Layout::NHWC},
                         &tile,
-                        nullptr});
+                        prep.get()});
         return out;
       };
-      const std::vector<float> whole = run({graph::Region::whole(c->output)});
+      const std::vector<float> whole = run({graph::Region::whole(c->output)}, constant_w);
       for (int trial = 0; trial < 6; ++trial) {
-        const std::vector<float> tiled = run(random_tiles(c->output, rng));
+        const std::vector<graph::Region> tiles = random_tiles(c->output, rng);
+        const std::vector<float> tiled = run(tiles, constant_w);
         CHECK(std::memcmp(whole.data(), tiled.data(), numel * sizeof(float)) == 0);
+        const std::vector<float> per_tile_w = run(tiles, runtime_w);
+        CHECK(std::memcmp(whole.data(), per_tile_w.data(), numel * sizeof(float)) == 0);
       }
     }
   }

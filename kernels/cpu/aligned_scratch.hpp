@@ -19,6 +19,12 @@ inline float* allocate_aligned_floats(size_t floats) {
   return p;
 }
 
+// Owns storage from allocate_aligned_floats().
+struct FreeAlignedFloats {
+  void operator()(float* p) const { std::free(p); }
+};
+using AlignedFloats = std::unique_ptr<float[], FreeAlignedFloats>;
+
 class AlignedScratch {
  public:
   // At least `floats` floats; earlier contents are lost when it grows.
@@ -31,10 +37,7 @@ class AlignedScratch {
   }
 
  private:
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float[], Free> data_;
+  AlignedFloats data_;
   int64_t floats_ = 0;
 };
 

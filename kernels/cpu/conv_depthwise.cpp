@@ -8,6 +8,7 @@
 // target_clones): the loader picks one clone for the CPU once, at start-up.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "graph/error.hpp"
@@ -162,31 +163,33 @@ std::optional<std::string> applies_with(const graph::Operator& op,
   return std::nullopt;
 }
 
-// Whether an NHWC tile's columns [ow0, ow1) are run over a copy of its
-// input rows padded with zero columns (PaddedColumns::used), and that copy's
-// width. Border columns (those whose kW taps overhang the image) go one
+// The width of a copy of an NHWC tile's input rows padded with zero columns
+// that the tile's columns [ow0, ow1) are run over, or nullopt: run them in
+// place. Border columns (those whose kW taps overhang the image) go one
 // pixel at a time through the runtime-kW loop. For windows of 5 or more
 // columns whose border columns are a quarter of the tile or more the copy
-// costs less: EfficientNet-B0's 5x5 convs on 7x7x1152 maps 76.5-76.8 ->
-// 67.1-67.9 us, on 14x14x672 126-128 -> 117-118 (1 thread, tessera run
-// --profile, this Zen 5). Under a 3x3 window the copy cost more than the
+// costs less: EfficientNet-B0's 5x5 convs on 7x7x1152 maps 75.1-76.6 ->
+// 67.6-69.3 us, on 14x14x672 123.9-126.5 -> 117.2-120.6 (1 thread, tessera
+// run --profile, this Zen 5). Under a 3x3 window the copy cost more than the
 // border pixels: MobileNetV2's 7x7x960 convs 14.5 -> 21 us.
-struct PaddedColumns {
-  bool used = false;
-  int64_t width = 0;
-};
-
-PaddedColumns padded_columns(const ConvGeometry& g, int64_t ow0, int64_t ow1) {
-  if (g.dilation_w != 1 || g.k_w < 5 || ow1 <= ow0) return {};
+std::optional<int64_t> padded_width(const ConvGeometry& g, int64_t ow0, int64_t ow1) {
+  if (g.dilation_w != 1 || g.k_w < 5 || ow1 <= ow0) return std::nullopt;
   const int64_t last = (ow1 - 1) * g.stride_w - g.pad_left + g.k_w - 1;
   int64_t border = 0;
   for (int64_t ow = ow0; ow < ow1; ++ow) {
     const int64_t iw = ow * g.stride_w - g.pad_left;
     border += iw < 0 || iw + g.k_w > g.in_w;
   }
-  if (border * 4 < ow1 - ow0) return {};
+  if (border * 4 < ow1 - ow0) return std::nullopt;
   // Columns from -pad_left to past the last tap the tile reads.
-  return {true, g.pad_left + std::max(g.in_w, last + 1)};
+  return g.pad_left + std::max(g.in_w, last + 1);
+}
+
+// out[tap·(c1 − c0) + ch − c0] = w[ch·taps + tap] for channels [c0, c1).
+void transpose_tap_major(const float* w, int64_t taps, int64_t c0, int64_t c1, float* out) {
+  const int64_t width = c1 - c0;
+  for (int64_t ch = 0; ch < width; ++ch)
+    for (int64_t tap = 0; tap < taps; ++tap) out[tap * width + ch] = w[(c0 + ch) * taps + tap];
 }
 
 }  // namespace
@@ -206,15 +209,12 @@ void depthwise_nhwc_tile(const DepthwiseNhwcTile& t) {
 }
 
 const float* depthwise_tap_major_weights(const float* w, int64_t taps, int64_t c0, int64_t c1) {
-  const int64_t width = c1 - c0;
   // 64-byte aligned: from a std::vector (16-byte aligned) a third of the
   // 3x3 NHWC kernel's vector loads, the weights', split across two cache
   // lines.
   thread_local AlignedScratch scratch;
-  float* transposed = scratch.at_least(taps * width);
-  for (int64_t ch = 0; ch < width; ++ch)
-    for (int64_t tap = 0; tap < taps; ++tap)
-      transposed[tap * width + ch] = w[(c0 + ch) * taps + tap];
+  float* transposed = scratch.at_least(taps * (c1 - c0));
+  transpose_tap_major(w, taps, c0, c1, transposed);
   return transposed;
 }
 
@@ -223,8 +223,7 @@ TapMajorWeights tap_major_weights(const float* w, int64_t taps, int64_t channels
   t.channels = channels;
   if (!w) return t;
   t.data.reset(allocate_aligned_floats(static_cast<size_t>(taps * channels)));
-  for (int64_t ch = 0; ch < channels; ++ch)
-    for (int64_t tap = 0; tap < taps; ++tap) t.data[tap * channels + ch] = w[ch * taps + tap];
+  transpose_tap_major(w, taps, 0, channels, t.data.get());
   return t;
 }
 
@@ -295,8 +294,8 @@ void conv_depthwise(const TileArgs& args) {
     t.oh0 = r.begin[2], t.oh1 = r.end[2];
     t.ow0 = r.begin[3], t.ow1 = r.end[3];
     set_tile_weights(t, *static_cast<const TapMajorWeights*>(args.prepared), w, g.k_h * g.k_w);
-    const PaddedColumns padded = padded_columns(g, t.ow0, t.ow1);
-    if (!padded.used) {
+    const std::optional<int64_t> width = padded_width(g, t.ow0, t.ow1);
+    if (!width) {
       for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
         t.n = n;
         depthwise_nhwc_tile(t);
@@ -314,21 +313,21 @@ void conv_depthwise(const TileArgs& args) {
     rows_g.batch = 1;
     rows_g.in_h = ih_hi - ih_lo;
     rows_g.pad_top = g.pad_top + ih_lo;
-    rows_g.in_w = padded.width;
+    rows_g.in_w = *width;
     rows_g.pad_left = 0;
     t.g = &rows_g;
     t.n = 0;
     const int64_t c = g.channels, plane = g.out_h * g.out_w * c;
     thread_local AlignedScratch scratch;
-    float* rows = scratch.at_least(std::max<int64_t>(1, rows_g.in_h * padded.width * c));
+    float* rows = scratch.at_least(std::max<int64_t>(1, rows_g.in_h * *width * c));
     for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
       const float* image = x + n * g.in_h * g.in_w * c;
       for (int64_t ih = ih_lo; ih < ih_hi; ++ih) {
-        float* row = rows + (ih - ih_lo) * padded.width * c;
+        float* row = rows + (ih - ih_lo) * *width * c;
         std::fill(row, row + g.pad_left * c, 0.0f);
         std::memcpy(row + g.pad_left * c, image + ih * g.in_w * c,
                     static_cast<size_t>(g.in_w * c) * sizeof(float));
-        std::fill(row + (g.pad_left + g.in_w) * c, row + padded.width * c, 0.0f);
+        std::fill(row + (g.pad_left + g.in_w) * c, row + *width * c, 0.0f);
       }
       t.x = rows;
       t.y = args.output.data + n * plane;

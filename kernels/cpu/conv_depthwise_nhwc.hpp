@@ -6,10 +6,9 @@
 // picks the one of gemm_isa(), so set_gemm_isa() forces it in tests like the
 // SGEMM's.
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 
 #include "graph/operator.hpp"
+#include "kernels/cpu/aligned_scratch.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 
 namespace tessera::kernels::cpu {
@@ -49,10 +48,7 @@ const float* depthwise_tap_major_weights(const float* w, int64_t taps, int64_t c
 // the kH·kW·C strided copies per tile, 15.7-16.4 without (1 thread, tessera
 // run --profile, this Zen 5).
 struct TapMajorWeights {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float[], Free> data;  // null when W is not a constant
+  AlignedFloats data;  // null when W is not a constant
   int64_t channels = 0;
 };
 TapMajorWeights tap_major_weights(const float* w, int64_t taps, int64_t channels);

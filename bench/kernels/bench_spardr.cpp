@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <numeric>
 #include <random>
 #include <span>
@@ -29,16 +28,11 @@
 #include "graph/region.hpp"
 #include "kernels/sparse/conv_spardr.hpp"
 #include "kernels/tile_kernel.hpp"
+#include "thread_seconds.hpp"
 
 namespace {
 
 using namespace tessera;
-
-double thread_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 struct Layer {
   const char* name;
@@ -62,16 +56,16 @@ double median_seconds(const kernels::TileKernelVariant& v, const kernels::TileAr
                       int reps) {
   int64_t inner = 1;
   for (;;) {
-    const double t0 = thread_seconds();
+    const double t0 = tessera::bench::thread_seconds();
     for (int64_t i = 0; i < inner; ++i) v.run(args);
-    if (thread_seconds() - t0 > 0.02) break;
+    if (tessera::bench::thread_seconds() - t0 > 0.02) break;
     inner *= 2;
   }
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
-    const double t0 = thread_seconds();
+    const double t0 = tessera::bench::thread_seconds();
     for (int64_t i = 0; i < inner; ++i) v.run(args);
-    times.push_back((thread_seconds() - t0) / static_cast<double>(inner));
+    times.push_back((tessera::bench::thread_seconds() - t0) / static_cast<double>(inner));
   }
   std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
   return times[static_cast<size_t>(reps / 2)];

@@ -31,7 +31,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <functional>
 #include <memory>
 #include <random>
@@ -43,6 +42,7 @@
 #include "kernels/sparse/block_cover.hpp"
 #include "kernels/sparse/sparse_gemm.hpp"
 #include "openmp_one_thread.hpp"
+#include "thread_seconds.hpp"
 
 #if TESSERA_BENCH_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -52,12 +52,6 @@ namespace {
 
 using namespace tessera::kernels;
 
-double thread_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 // Median (or, with --min, fastest) seconds of `reps` runs (after one
 // warm-up): on a machine shared with other jobs the fastest run is the one
 // least disturbed by their cache traffic.
@@ -66,9 +60,9 @@ double time_median(int reps, const std::function<void()>& fn) {
   fn();
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
-    const double t0 = thread_seconds();
+    const double t0 = tessera::bench::thread_seconds();
     fn();
-    t.push_back(thread_seconds() - t0);
+    t.push_back(tessera::bench::thread_seconds() - t0);
   }
   std::sort(t.begin(), t.end());
   return g_report_min ? t.front() : t[t.size() / 2];

@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <fstream>
 #include <random>
 #include <span>
@@ -26,16 +25,11 @@
 #include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/tile_kernel.hpp"
+#include "thread_seconds.hpp"
 
 namespace {
 
 using namespace tessera;
-
-double thread_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 std::string cpu_model() {
   std::ifstream info("/proc/cpuinfo");
@@ -63,16 +57,16 @@ double best_seconds(const kernels::TileKernelVariant& v, const kernels::TileArgs
                     int repetitions) {
   int64_t inner = 1;
   for (;;) {
-    const double t0 = thread_seconds();
+    const double t0 = tessera::bench::thread_seconds();
     for (int64_t i = 0; i < inner; ++i) v.run(args);
-    if (thread_seconds() - t0 > 0.02) break;
+    if (tessera::bench::thread_seconds() - t0 > 0.02) break;
     inner *= 2;
   }
   double best = 1e30;
   for (int r = 0; r < repetitions; ++r) {
-    const double t0 = thread_seconds();
+    const double t0 = tessera::bench::thread_seconds();
     for (int64_t i = 0; i < inner; ++i) v.run(args);
-    best = std::min(best, (thread_seconds() - t0) / static_cast<double>(inner));
+    best = std::min(best, (tessera::bench::thread_seconds() - t0) / static_cast<double>(inner));
   }
   return best;
 }

@@ -1,12 +1,12 @@
 // Compiled with AVX-512 flags; called only where the CPU has AVX-512.
 #include <immintrin.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <random>
 
 #include "csr_loop_limit.hpp"
+#include "thread_seconds.hpp"
 
 namespace tessera::bench {
 namespace {
@@ -41,12 +41,6 @@ __attribute__((noinline)) void steps(const float* x, const int32_t* off, const f
   for (int v = 0; v < 4; ++v)
     _mm512_storeu_ps(out + 16 * v,
                      _mm512_add_ps(_mm512_loadu_ps(out + 16 * v), acc[0][v] + acc[1][v]));
-}
-
-double thread_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 }  // namespace

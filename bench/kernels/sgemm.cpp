@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <map>
 #include <random>
@@ -31,6 +30,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
 #include "openmp_one_thread.hpp"
+#include "thread_seconds.hpp"
 
 #if TESSERA_BENCH_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -41,12 +41,6 @@ namespace {
 // The machine is shared: every rate is per second of this thread's CPU time
 // (Google Benchmark's default), so time lost to other processes is not
 // counted against either side.
-double thread_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 using namespace tessera::kernels::cpu;
 
 struct Shape {
@@ -160,14 +154,14 @@ double measure_clock_hz() {
   for (int rep = 0; rep < 5; ++rep) {
     uint64_t x = 0, one = 1;
     constexpr int64_t kLoops = 20'000'000;
-    const double t0 = thread_seconds();
+    const double t0 = tessera::bench::thread_seconds();
     for (int64_t i = 0; i < kLoops; ++i)
       asm volatile(
           "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
           "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
           : "+r"(x)
           : "r"(one));
-    const double s = thread_seconds() - t0;
+    const double s = tessera::bench::thread_seconds() - t0;
     best = std::max(best, kLoops * 8.0 / s);  // the loop's own add/cmp/jmp overlap the chain
   }
   return best;
@@ -180,7 +174,7 @@ __attribute__((target("avx512f"))) double measure_avx512_fma_flops() {
   for (int rep = 0; rep < 5; ++rep) {
     int64_t loops = 4'000'000;
     const int64_t total = loops;
-    const double t0 = thread_seconds();
+    const double t0 = tessera::bench::thread_seconds();
 #define TESSERA_FMA(r) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #r "\n\t"
     asm volatile(
         "vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"
@@ -196,7 +190,7 @@ __attribute__((target("avx512f"))) double measure_avx512_fma_flops() {
           "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19",
           "xmm20", "xmm21", "xmm22", "xmm23", "xmm30", "xmm31");
 #undef TESSERA_FMA
-    const double s = thread_seconds() - t0;
+    const double s = tessera::bench::thread_seconds() - t0;
     best = std::max(best, static_cast<double>(total) * 24.0 * 32.0 / s);
   }
   return best;

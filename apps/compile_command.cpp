@@ -45,7 +45,7 @@ struct CompileArgs {
   std::string sparsity;  // "", "auto" or an annotation FILE.json
   int64_t batch = 0;
   std::vector<std::string> shapes;  // NAME=D0,D1,... (repeatable)
-  int32_t reuse_distance = graph::CompileOptions::kDefaultReuseDistance;
+  int32_t reuse_distance = graph::CompileOptions::kAutoReuseDistance;
 };
 
 // --sparsity: TeSA from the weights' zeros ("auto") plus a file's annotations.
@@ -222,7 +222,7 @@ void print_report(const CompileArgs& a, const graph::CompileReport& r,
     std::printf(
         "  memory: %lld ordering edges let tensors %d+ ops apart share bytes (paths run at most "
         "that far ahead of each other; --reuse-distance 0: none)\n",
-        static_cast<long long>(r.ordering_edges), a.reuse_distance);
+        static_cast<long long>(r.ordering_edges), r.reuse_distance);
   std::printf("  %-32s %-20s %-18s %s\n", "op", "type", "kernel", "tiles");
   for (const auto& op : r.ops)
     std::printf("  %-32s %-20s %-18s %d%s%s\n", op.name.c_str(),
@@ -286,7 +286,9 @@ Command add_compile_command(CLI::App& app) {
                 "runs)");
   sub->add_option("--reuse-distance", args->reuse_distance,
                   "Let tensors this many ops apart share arena bytes by ordering their tiles, "
-                  "bounding how far independent paths run ahead (0: only provably safe reuse)")
+                  "bounding how far independent paths run ahead (0: only provably safe reuse; "
+                  "default: the smallest of 1, 2, 4, 8, 16 whose edges leave the longest path "
+                  "through the tiles as at 16)")
       ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--sparsity", args->sparsity,
                   "TeSA pruning attributes, propagated through the graph (SparTA §3.2): auto "

@@ -27,6 +27,7 @@ struct CompileReport {
   uint64_t arena_bytes_without_reuse = 0;
   // Edges the memory plan added to bound run-ahead (MemoryPlanOptions).
   int64_t ordering_edges = 0;
+  int32_t reuse_distance = 0;  // the one the memory plan used (CompileOptions)
   uint64_t weight_bytes = 0;
   std::vector<std::string> notes;  // folded ops and other passes' decisions
   SparsityReport sparsity;         // TeSA before/after propagation (when enabled)

@@ -63,11 +63,14 @@ struct CompileOptions {
   bool split_global_pools = true;
   // Bounded run-ahead for reuse between tensors this many ops apart
   // (graph/memory_plan.hpp, MemoryPlanOptions); 0: provable reuse only.
-  // Not stored. 16: BERT-base at sequence 384, batch 8 needs 378 MiB of
-  // arena instead of 4.4 GiB and ran 2.7 s instead of 3.4 at 2 threads (the
-  // same at 1); batch-1 CNNs and transformers get no edges at all.
-  static constexpr int32_t kDefaultReuseDistance = 16;
-  int32_t reuse_distance = kDefaultReuseDistance;
+  // Not stored. kAutoReuseDistance: the smallest of kReuseDistanceCandidates
+  // whose ordering edges leave the tile graph's longest path as long as at
+  // kMaxAutoReuseDistance (choose_reuse_distance() in compiler.cpp).
+  static constexpr int32_t kAutoReuseDistance = -1;
+  // 16: BERT-base at sequence 384, batch 8 needs 378 MiB of arena instead of
+  // 4.4 GiB and ran 2.7 s instead of 3.4 at 2 threads (the same at 1).
+  static constexpr int32_t kMaxAutoReuseDistance = 16;
+  int32_t reuse_distance = kAutoReuseDistance;
   // The kernels the compiler will choose, as the tiler needs to know them
   // (graph/kernel_forecast.hpp); null: it assumes the shape rules' kernels
   // (every conv Winograd can take runs Winograd). Not stored.

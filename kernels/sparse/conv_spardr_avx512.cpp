@@ -1,4 +1,4 @@
-// The AVX-512 SparDR kernel (conv_spardr_impl.hpp): blocks of 2 vectors of
+// The AVX-512 SparDR kernel (conv_spardr_impl.hpp): blocks of 4 vectors of
 // 16 pixels. kernels/CMakeLists.txt compiles this file, and only this file,
 // with the AVX-512 flags; conv_spardr.cpp calls it only when the SGEMM's ISA
 // choice is AVX-512. GCC 12's own _mm512_undefined_ps() trips
@@ -9,7 +9,7 @@
 namespace tessera::kernels::sparse {
 
 void spardr_chunk__avx512(const SpardrChunk& chunk) {
-  spardr_chunk_impl<xsimd::avx512f, 2>(chunk);
+  spardr_chunk_impl<xsimd::avx512f, 4>(chunk);
 }
 
 }  // namespace tessera::kernels::sparse

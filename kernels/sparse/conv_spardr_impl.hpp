@@ -67,13 +67,45 @@ inline void finish_span(const float* src, float* dst, int64_t count, int64_t m, 
   std::copy_n(x_tail, tail, dst + j);
 }
 
-// Every channel of the chunk over one block of MV vectors of pixels from
-// pixel p0 (`valid` of them real), then the epilogue: channel-major outputs
-// per channel straight from the sums, pixel-major ones after a transpose.
+// The real pixels among positions [p0, p0 + valid) of the chunk's grid
+// (SpardrChunk): runs of consecutive positions within one output row.
+struct PixelRun {
+  int64_t offset;  // of its first position from p0
+  int64_t pixel;   // its first pixel's index in y's numbering
+  int64_t count;
+};
+
+// Fills `runs` (room for kSpardrMaxBlockPixels) and returns how many.
+inline int pixel_runs(const SpardrChunk& chunk, int64_t p0, int64_t valid, PixelRun* runs) {
+  int n = 0;
+  for (int64_t p = p0, end = p0 + valid; p < end;) {
+    const int64_t r = p / chunk.grid_w, j = p % chunk.grid_w;
+    if (j >= chunk.cols) {
+      p = (r + 1) * chunk.grid_w;
+      continue;
+    }
+    const int64_t count = std::min(chunk.cols - j, end - p);
+    const int64_t pixel = r * chunk.row_pixels + j;
+    // Rows with no dropped columns continue the previous run (one epilogue
+    // call per channel, not one per row: 14-column rows cost 1.4x).
+    if (n > 0 && runs[n - 1].offset + runs[n - 1].count == p - p0 &&
+        runs[n - 1].pixel + runs[n - 1].count == pixel)
+      runs[n - 1].count += count;
+    else
+      runs[n++] = {p - p0, pixel, count};
+    p += count;
+  }
+  return n;
+}
+
+// Every channel of the chunk over one block of MV vectors of positions
+// from p0 (`valid` of them inside the chunk), then the epilogue on the
+// block's real pixels: channel-major outputs per channel straight from the
+// sums, pixel-major ones after a transpose.
 template <class Arch, int MV>
 void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
   using Batch = xsimd::batch<float, Arch>;
-  constexpr int64_t kBlock = MV * Batch::size;
+  static_assert(MV * Batch::size <= kSpardrMaxBlockPixels);
   const SpardrWeights& w = *chunk.weights;
   const int64_t* row_begin = w.row_begin.data();
   const int32_t* offsets = w.offsets.data();
@@ -82,7 +114,7 @@ void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
   const GemmEpilogue& ep = *chunk.epilogue;
   const int64_t channels = chunk.oc1 - chunk.oc0;
   const int64_t blocks = w.channel_blocks, oc_count = w.out_channels;
-  // Groups of kChannelGroup output channels (their sums, 16 KiB, stay in
+  // Groups of kChannelGroup output channels (their sums, 32 KiB, stay in
   // L1), then input-channel blocks (their L slice stays in L1
   // across the group), then the group's channels: in bucket order (§III-C),
   // which groups channels of equal trip count; each channel's sums land at
@@ -96,24 +128,30 @@ void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
         const int32_t oc = chunk.channels[i];
         if (b > 0 && begin[oc] == begin[oc + 1]) continue;  // nothing to add
         float* sums = chunk.sums + (oc - chunk.oc0) * kSpardrMaxBlockPixels;
-        // Loads of L bound the loop (one per FMA): 4 sums in flight are
-        // enough; more cost more to set up and reduce on short rows.
+        // Loads of L bound the loop (one per FMA): 2 sets of sums in
+        // flight cover the FMA latency with MV >= 2 vectors.
         csr_dot<Batch, MV, (MV >= 2 ? 2 : 4)>(l, offsets, values, begin[oc], begin[oc + 1], b > 0,
                                               sums);
       }
     }
   }
+  PixelRun runs[kSpardrMaxBlockPixels];
+  const int run_count = pixel_runs(chunk, p0, valid, runs);
   if (!chunk.pixel_major) {
     for (int64_t oc = chunk.oc0; oc < chunk.oc1; ++oc)
-      finish_span<Arch>(chunk.sums + (oc - chunk.oc0) * kSpardrMaxBlockPixels,
-                        chunk.y + oc * chunk.ld_y + p0, valid, oc, p0, ep);
+      for (int i = 0; i < run_count; ++i)
+        finish_span<Arch>(chunk.sums + (oc - chunk.oc0) * kSpardrMaxBlockPixels + runs[i].offset,
+                          chunk.y + oc * chunk.ld_y + runs[i].pixel, runs[i].count, oc,
+                          runs[i].pixel, ep);
     return;
   }
-  static_assert(kBlock <= kSpardrMaxBlockPixels);
   cpu::transpose_panel(chunk.sums, kSpardrMaxBlockPixels, channels, valid, chunk.sums_t, channels);
-  for (int64_t j = 0; j < valid; ++j)
-    finish_span<Arch>(chunk.sums_t + j * channels, chunk.y + (p0 + j) * chunk.ld_y + chunk.oc0,
-                      channels, p0 + j, chunk.oc0, ep);
+  for (int i = 0; i < run_count; ++i)
+    for (int64_t j = 0; j < runs[i].count; ++j) {
+      const int64_t pixel = runs[i].pixel + j;
+      finish_span<Arch>(chunk.sums_t + (runs[i].offset + j) * channels,
+                        chunk.y + pixel * chunk.ld_y + chunk.oc0, channels, pixel, chunk.oc0, ep);
+    }
 }
 
 // A pixel block of `vectors` <= MV vectors, on the narrowest instance.
@@ -124,14 +162,14 @@ void pixel_block_of(const SpardrChunk& chunk, int64_t p0, int64_t valid, int64_t
   pixel_block<Arch, MV>(chunk, p0, valid);
 }
 
-// The chunk's pixels in blocks of MaxMV vectors, the last block only as
-// many vectors as it has pixels for.
+// The chunk's positions in blocks of MaxMV vectors, the last block only as
+// many vectors as it has positions for.
 template <class Arch, int MaxMV>
 void spardr_chunk_impl(const SpardrChunk& chunk) {
   constexpr int64_t W = xsimd::batch<float, Arch>::size;
   static_assert(MaxMV * W <= kSpardrMaxBlockPixels);
-  for (int64_t p0 = 0; p0 < chunk.pixels; p0 += MaxMV * W) {
-    const int64_t valid = std::min<int64_t>(MaxMV * W, chunk.pixels - p0);
+  for (int64_t p0 = 0; p0 < chunk.positions; p0 += MaxMV * W) {
+    const int64_t valid = std::min<int64_t>(MaxMV * W, chunk.positions - p0);
     pixel_block_of<Arch, MaxMV>(chunk, p0, valid, (valid + W - 1) / W);
   }
 }

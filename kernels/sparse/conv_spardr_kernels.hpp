@@ -30,15 +30,21 @@ struct SpardrWeights {
   std::vector<int32_t> order;
 };
 
-// One chunk of output pixels (contiguous in the image's pixel order) ×
-// output channels [oc0, oc1): sums over `l`, then the epilogue into `y`.
+// One chunk of output pixels × output channels [oc0, oc1): sums over `l`,
+// then the epilogue into `y`. The chunk's pixels are read from L on a grid
+// of grid_w positions per output row (an output row plus the columns the
+// widest tap reaches past it, so every tap's window is L shifted by a fixed
+// offset): position p is output row p / grid_w, column p % grid_w, and only
+// columns below `cols` are real pixels; the others are computed and dropped.
+// Real pixel (r, j) is pixel r·row_pixels + j of y (and of the residual).
 struct SpardrChunk {
-  const float* l = nullptr;  // L of the chunk; pixel p of a window at l + offset + p
+  const float* l = nullptr;  // L of the chunk; position p of a window at l + offset + p
   const SpardrWeights* weights = nullptr;
   int64_t oc0 = 0, oc1 = 0;
   // The output channels of [oc0, oc1) in the weights' bucket order.
   const int32_t* channels = nullptr;
-  int64_t pixels = 0;
+  int64_t positions = 0;  // (rows - 1)·grid_w + cols
+  int64_t grid_w = 1, cols = 1, row_pixels = 1;
   // Channel-major (NCHW): channel oc, pixel p at y[oc·ld_y + p], bias per
   // row. Pixel-major (NHWC): y[p·ld_y + oc], bias per column. The
   // epilogue's residual is indexed the same way as y.
@@ -50,13 +56,12 @@ struct SpardrChunk {
   float* sums_t = nullptr;  // scratch (pixel-major only): the same, transposed
 };
 
-// The widest pixel block any ISA computes at once (AVX-512: 2 vectors of
+// The widest pixel block any ISA computes at once (AVX-512: 4 vectors of
 // 16, AVX2: 4 of 8): L needs this many floats of readable slack past its
-// end. Every nonzero costs one vector load of L per FMA (unstructured
-// nonzeros allow no register reuse), so the kernel is bound by loads;
-// 2 AVX-512 vectors measured as fast as 4 and halve a channel group's sums
-// (which share L1 with a channel block's slice of L).
-inline constexpr int64_t kSpardrMaxBlockPixels = 32;
+// end (beyond the widest tap's reach). Every nonzero costs one broadcast
+// and one index load per block, so wider blocks amortise them over more
+// FMAs.
+inline constexpr int64_t kSpardrMaxBlockPixels = 64;
 
 using SpardrKernel = void (*)(const SpardrChunk&);
 

@@ -11,6 +11,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/vector_math.hpp"
@@ -40,6 +41,36 @@ inline B activation_approx(GemmActivation activation, B x, float clip_min, float
       return xsimd::select(x >= B(0.0f), x, B(leaky_alpha) * x);
   }
   return x;
+}
+
+// f(std::integral_constant<GemmActivation, a>{}) for the run-time a: a loop
+// in f that applies activation_approx(decltype(a)::value, ...) per vector is
+// then compiled once per activation, with no switch inside it. GCC does not
+// hoist the switch out of such a loop by itself: the sparse kernels' row
+// epilogue spent about a third of a 64->256 1x1 conv (90% sparse, 56x56)
+// in it, reloading the activation and its parameters per vector.
+template <class F>
+inline decltype(auto) with_activation(GemmActivation activation, F&& f) {
+  using A = GemmActivation;
+  switch (activation) {
+    case A::kNone:
+      break;
+    case A::kRelu:
+      return f(std::integral_constant<A, A::kRelu>{});
+    case A::kClip:
+      return f(std::integral_constant<A, A::kClip>{});
+    case A::kSigmoid:
+      return f(std::integral_constant<A, A::kSigmoid>{});
+    case A::kGelu:
+      return f(std::integral_constant<A, A::kGelu>{});
+    case A::kGeluTanh:
+      return f(std::integral_constant<A, A::kGeluTanh>{});
+    case A::kSilu:
+      return f(std::integral_constant<A, A::kSilu>{});
+    case A::kLeakyRelu:
+      return f(std::integral_constant<A, A::kLeakyRelu>{});
+  }
+  return f(std::integral_constant<A, A::kNone>{});
 }
 
 // values[i] = activation(values[i]) for i < n in batches of Arch (map_span:

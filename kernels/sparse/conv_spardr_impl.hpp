@@ -38,33 +38,42 @@ inline void finish_span(const float* src, float* dst, int64_t count, int64_t m, 
   using Batch = xsimd::batch<float, Arch>;
   constexpr int64_t W = Batch::size;
   const bool before = ep.residual_position == GemmResidual::kBeforeActivation;
+  const float* column_bias = ep.bias_kind == GemmBias::kPerColumn ? ep.bias + n : nullptr;
+  const bool has_bias = ep.bias_kind != GemmBias::kNone;
+  const Batch row_bias(ep.bias_kind == GemmBias::kPerRow ? ep.bias[m] : 0.0f);
   const float* residual = ep.residual ? ep.residual + m * ep.ld_residual + n : nullptr;
-  int64_t j = 0;
-  for (; j + W <= count; j += W) {
-    Batch x = Batch::load_unaligned(src + j);
-    if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_unaligned(ep.bias + n + j);
-    if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
-    if (residual && before) x += Batch::load_unaligned(residual + j);
-    x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max, ep.leaky_alpha);
-    if (residual && !before) x += Batch::load_unaligned(residual + j);
-    x.store_unaligned(dst + j);
-  }
-  if (j == count) return;
-  // The tail through the same vector arithmetic on a padded copy (a scalar
-  // call per element cost more than the sums on few-channel NHWC outputs).
-  alignas(64) float x_tail[W] = {}, bias_tail[W] = {}, residual_tail[W] = {};
-  const int64_t tail = count - j;
-  std::copy_n(src + j, tail, x_tail);
-  if (ep.bias_kind == GemmBias::kPerColumn) std::copy_n(ep.bias + n + j, tail, bias_tail);
-  if (residual) std::copy_n(residual + j, tail, residual_tail);
-  Batch x = Batch::load_aligned(x_tail);
-  if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_aligned(bias_tail);
-  if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
-  if (residual && before) x += Batch::load_aligned(residual_tail);
-  x = cpu::activation_approx(ep.activation, x, ep.clip_min, ep.clip_max, ep.leaky_alpha);
-  if (residual && !before) x += Batch::load_aligned(residual_tail);
-  x.store_aligned(x_tail);
-  std::copy_n(x_tail, tail, dst + j);
+  // One activation per call (cpu::with_activation), not a switch per vector.
+  cpu::with_activation(ep.activation, [&](auto activation) {
+    // x + bias, the residual and the activation, in conv_gemm's order; b and
+    // r are the bias and residual vectors when there are any.
+    auto finish = [&](Batch x, const Batch& b, const Batch& r) {
+      if (has_bias) x += b;
+      if (residual && before) x += r;
+      x = cpu::activation_approx(decltype(activation)::value, x, ep.clip_min, ep.clip_max,
+                                 ep.leaky_alpha);
+      if (residual && !before) x += r;
+      return x;
+    };
+    int64_t j = 0;
+    for (; j + W <= count; j += W) {
+      const Batch b = column_bias ? Batch::load_unaligned(column_bias + j) : row_bias;
+      const Batch r = residual ? Batch::load_unaligned(residual + j) : Batch(0.0f);
+      finish(Batch::load_unaligned(src + j), b, r).store_unaligned(dst + j);
+    }
+    if (j == count) return;
+    // The tail through the same vector arithmetic on a padded copy (a
+    // scalar call per element cost more than the sums on few-channel NHWC
+    // outputs).
+    alignas(64) float x_tail[W] = {}, bias_tail[W] = {}, residual_tail[W] = {};
+    const int64_t tail = count - j;
+    std::copy_n(src + j, tail, x_tail);
+    if (column_bias) std::copy_n(column_bias + j, tail, bias_tail);
+    if (residual) std::copy_n(residual + j, tail, residual_tail);
+    const Batch b = column_bias ? Batch::load_aligned(bias_tail) : row_bias;
+    finish(Batch::load_aligned(x_tail), b, Batch::load_aligned(residual_tail))
+        .store_aligned(x_tail);
+    std::copy_n(x_tail, tail, dst + j);
+  });
 }
 
 // The real pixels among positions [p0, p0 + valid) of the chunk's grid

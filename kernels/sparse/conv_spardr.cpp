@@ -63,6 +63,10 @@
 #include <memory>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/sparse/conv_spardr_kernels.hpp"
@@ -288,7 +292,16 @@ void sample_row(const float* src, int64_t width, int64_t start, int64_t step, in
     std::memcpy(dst + j_lo, src + start + j_lo, static_cast<size_t>(j_hi - j_lo) * sizeof(float));
   } else {
     const float* s = src + start + j_lo * step;
-    for (int64_t j = j_lo; j < j_hi; ++j, s += step) dst[j] = *s;
+    int64_t j = j_lo;
+#if defined(__SSE2__)
+    // Stride 2 (the stems' 7x7 and 3x3 convs), four columns per shuffle:
+    // the scalar loop was 30% of ResNet-50's pruned stem (perf).
+    if (step == 2)
+      for (; j + 4 <= j_hi && s + 8 <= src + width; j += 4, s += 8)
+        _mm_storeu_ps(dst + j, _mm_shuffle_ps(_mm_loadu_ps(s), _mm_loadu_ps(s + 4),
+                                              _MM_SHUFFLE(2, 0, 2, 0)));
+#endif
+    for (; j < j_hi; ++j, s += step) dst[j] = *s;
   }
   std::fill(dst + j_hi, dst + cols, 0.0f);
 }

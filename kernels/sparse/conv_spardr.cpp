@@ -21,9 +21,10 @@
 // floats (out_w, or out_w padded to whole cache lines where taps reach
 // across rows, so that every window starts on a line; the padded columns
 // are computed and dropped) even for a part-row chunk, and planes hold a
-// fixed number of rows, so the offsets are fixed at prepare time. L is built per chunk into a per-thread
-// scratch bounded by kReconstructedFloats (at most a few MiB), never for the
-// whole tensor; a chunk is as many whole output rows as fit.
+// fixed number of rows, so the offsets are fixed at prepare time. L is
+// built per chunk into a per-thread scratch bounded by kReconstructedFloats
+// (at most a few MiB), never for the whole tensor; a chunk is as many whole
+// output rows as fit.
 //
 // Vectors run along output pixels (conv_spardr_impl.hpp): unstructured
 // nonzeros never fill a vector along channels. The activation layout the
@@ -173,9 +174,9 @@ struct TapPhases {
 struct ConvSparsePrepared {
   cpu::ConvGeometry geometry;
   SpardrWeights weights;
-  TapPhases rows;           // the taps' row phases and reach
-  int64_t grid_w = 1;       // L's row: out_w, or that rounded up to whole lines
-  int64_t chunk_rows = 1;   // output rows per chunk of whole rows
+  TapPhases rows;            // the taps' row phases and reach
+  int64_t grid_w = 1;        // L's row: out_w, or that rounded up to whole lines
+  int64_t chunk_rows = 1;    // output rows per chunk of whole rows
   int64_t plane_floats = 0;  // one L plane: (chunk_rows + rows.max_q) rows of grid_w
   int64_t l_floats = 0;      // L with its read slack
   SpardrKernel kernel = nullptr;
@@ -222,7 +223,7 @@ void plan_reconstruction(const cpu::ConvGeometry& g, ConvSparsePrepared& prep) {
   prep.chunk_rows = std::clamp(kReconstructedFloats / row_floats - prep.rows.max_q, int64_t{1},
                                std::max<int64_t>(1, g.out_h));
   prep.plane_floats = ((prep.chunk_rows + prep.rows.max_q) * prep.grid_w + kLineFloats - 1) /
-                     kLineFloats * kLineFloats;
+                      kLineFloats * kLineFloats;
   prep.l_floats = planes * prep.plane_floats + kSpardrMaxBlockPixels;
 }
 
@@ -298,8 +299,8 @@ void sample_row(const float* src, int64_t width, int64_t start, int64_t step, in
     // the scalar loop was 30% of ResNet-50's pruned stem (perf).
     if (step == 2)
       for (; j + 4 <= j_hi && s + 8 <= src + width; j += 4, s += 8)
-        _mm_storeu_ps(dst + j, _mm_shuffle_ps(_mm_loadu_ps(s), _mm_loadu_ps(s + 4),
-                                              _MM_SHUFFLE(2, 0, 2, 0)));
+        _mm_storeu_ps(
+            dst + j, _mm_shuffle_ps(_mm_loadu_ps(s), _mm_loadu_ps(s + 4), _MM_SHUFFLE(2, 0, 2, 0)));
 #endif
     for (; j < j_hi; ++j, s += step) dst[j] = *s;
   }
@@ -321,8 +322,8 @@ void reconstruct_input(const TileArgs& args, const ConvSparsePrepared& prep, int
   float* row_panel = nhwc ? cpu::grown(scratch.row, c_count * g.in_w) : nullptr;
   for (int64_t pi = 0; pi < row_phases; ++pi) {
     for (int64_t hh = 0; hh < rows_needed; ++hh) {
-      const int64_t h = (oh0 + hh) * g.stride_h + prep.rows.used[static_cast<size_t>(pi)] -
-                        g.pad_top;
+      const int64_t h =
+          (oh0 + hh) * g.stride_h + prep.rows.used[static_cast<size_t>(pi)] - g.pad_top;
       const bool inside = h >= 0 && h < g.in_h;
       // Channel c's input row h: a plane row of NCHW, or of the transposed
       // NHWC row (each input row is transposed once per chunk: (hh, φ)
@@ -340,8 +341,8 @@ void reconstruct_input(const TileArgs& args, const ConvSparsePrepared& prep, int
       for (int64_t c = 0; c < c_count; ++c) {
         const float* src = rows_base ? rows_base + c * ld_channel : nullptr;
         for (int64_t kw = 0; kw < g.k_w; ++kw) {
-          float* dst = l + ((c * row_phases + pi) * g.k_w + kw) * prep.plane_floats +
-                       hh * prep.grid_w;
+          float* dst =
+              l + ((c * row_phases + pi) * g.k_w + kw) * prep.plane_floats + hh * prep.grid_w;
           sample_row(src, g.in_w, ow0 * g.stride_w + kw * g.dilation_w - g.pad_left, g.stride_w,
                      prep.grid_w, dst);
         }

@@ -386,3 +386,44 @@ TEST_CASE("Residual fusion is skipped where it would change what is computed or 
     CHECK(tg.ops.size() == 3);
   }
 }
+
+TEST_CASE("compile_graph: the automatic reuse distance") {
+  // x [rows, 64] through 8 Relus, each cut into its rows: paths that never
+  // join, so only bounded run-ahead lets a tensor take another's bytes.
+  auto chain = [](int64_t rows) {
+    GraphBuilder b;
+    int32_t t = b.input("x", {rows, 64});
+    for (int i = 0; i < 8; ++i) t = b.op(OpType::Relu, {t});
+    b.g.outputs = {t};
+    return b.g;
+  };
+  auto compile = [&](int64_t rows, int32_t distance) {
+    CompileReport report;
+    CompileOptions options;
+    options.tiles = static_cast<int32_t>(rows);
+    options.threads = 2;
+    options.reuse_distance = distance;
+    compile_graph(chain(rows), options, &report);
+    REQUIRE(report.nodes == 8 * rows);
+    return report;
+  };
+  SUBCASE("two rows: distance 1 keeps the longest path, so it is taken") {
+    const CompileReport automatic = compile(2, CompileOptions::kAutoReuseDistance);
+    const CompileReport widest = compile(2, CompileOptions::kMaxAutoReuseDistance);
+    CHECK(automatic.reuse_distance == 1);
+    CHECK(automatic.ordering_edges > 0);
+    CHECK(automatic.arena_bytes < widest.arena_bytes);
+  }
+  SUBCASE("an explicit distance is kept") {
+    CHECK(compile(2, 3).reuse_distance == 3);
+    CHECK(compile(2, 0).ordering_edges == 0);
+  }
+  SUBCASE("128 rows: distance 1 would add ~112 edges per tile, over the budget") {
+    // Each reuse orders all 128 tiles of one op before all 128 of another.
+    const CompileReport one = compile(128, 1);
+    CHECK(one.ordering_edges > 64 * one.nodes);
+    const CompileReport automatic = compile(128, CompileOptions::kAutoReuseDistance);
+    CHECK(automatic.reuse_distance > 1);
+    CHECK(automatic.ordering_edges <= 64 * automatic.nodes);
+  }
+}

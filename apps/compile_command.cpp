@@ -288,7 +288,7 @@ Command add_compile_command(CLI::App& app) {
                   "Let tensors this many ops apart share arena bytes by ordering their tiles, "
                   "bounding how far independent paths run ahead (0: only provably safe reuse; "
                   "default: the smallest of 1, 2, 4, 8, 16 whose edges leave the longest path "
-                  "through the tiles as at 16)")
+                  "through the tiles as at 16, at most 64 edges per tile)")
       ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--sparsity", args->sparsity,
                   "TeSA pruning attributes, propagated through the graph (SparTA §3.2): auto "

@@ -20,61 +20,12 @@
 #include "kernels/cpu/simd_fma.hpp"
 #include "kernels/sparse/conv_spardr_kernels.hpp"
 #include "kernels/sparse/csr_dot_impl.hpp"
+#include "kernels/sparse/finish_row_impl.hpp"
 
 namespace tessera::kernels::sparse {
 namespace {
 
-using cpu::GemmBias;
 using cpu::GemmEpilogue;
-using cpu::GemmResidual;
-
-// dst[j] = epilogue(src[j]) for j < count: row m, columns n .. n + count of
-// the SGEMM epilogue's contract (gemm.hpp: bias, residual, activation in
-// conv_gemm's order, on gemm_activation.hpp's vector arithmetic, whose
-// lanes agree with the scalar epilogue bit for bit).
-template <class Arch>
-inline void finish_span(const float* src, float* dst, int64_t count, int64_t m, int64_t n,
-                        const GemmEpilogue& ep) {
-  using Batch = xsimd::batch<float, Arch>;
-  constexpr int64_t W = Batch::size;
-  const bool before = ep.residual_position == GemmResidual::kBeforeActivation;
-  const float* column_bias = ep.bias_kind == GemmBias::kPerColumn ? ep.bias + n : nullptr;
-  const bool has_bias = ep.bias_kind != GemmBias::kNone;
-  const Batch row_bias(ep.bias_kind == GemmBias::kPerRow ? ep.bias[m] : 0.0f);
-  const float* residual = ep.residual ? ep.residual + m * ep.ld_residual + n : nullptr;
-  // One activation per call (cpu::with_activation), not a switch per vector.
-  cpu::with_activation(ep.activation, [&](auto activation) {
-    // x + bias, the residual and the activation, in conv_gemm's order; b and
-    // r are the bias and residual vectors when there are any.
-    auto finish = [&](Batch x, const Batch& b, const Batch& r) {
-      if (has_bias) x += b;
-      if (residual && before) x += r;
-      x = cpu::activation_approx(decltype(activation)::value, x, ep.clip_min, ep.clip_max,
-                                 ep.leaky_alpha);
-      if (residual && !before) x += r;
-      return x;
-    };
-    int64_t j = 0;
-    for (; j + W <= count; j += W) {
-      const Batch b = column_bias ? Batch::load_unaligned(column_bias + j) : row_bias;
-      const Batch r = residual ? Batch::load_unaligned(residual + j) : Batch(0.0f);
-      finish(Batch::load_unaligned(src + j), b, r).store_unaligned(dst + j);
-    }
-    if (j == count) return;
-    // The tail through the same vector arithmetic on a padded copy (a
-    // scalar call per element cost more than the sums on few-channel NHWC
-    // outputs).
-    alignas(64) float x_tail[W] = {}, bias_tail[W] = {}, residual_tail[W] = {};
-    const int64_t tail = count - j;
-    std::copy_n(src + j, tail, x_tail);
-    if (column_bias) std::copy_n(column_bias + j, tail, bias_tail);
-    if (residual) std::copy_n(residual + j, tail, residual_tail);
-    const Batch b = column_bias ? Batch::load_aligned(bias_tail) : row_bias;
-    finish(Batch::load_aligned(x_tail), b, Batch::load_aligned(residual_tail))
-        .store_aligned(x_tail);
-    std::copy_n(x_tail, tail, dst + j);
-  });
-}
 
 // The real pixels among positions [p0, p0 + valid) of the chunk's grid
 // (SpardrChunk): runs of consecutive positions within one output row.
@@ -149,17 +100,17 @@ void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
   if (!chunk.pixel_major) {
     for (int64_t oc = chunk.oc0; oc < chunk.oc1; ++oc)
       for (int i = 0; i < run_count; ++i)
-        finish_span<Arch>(chunk.sums + (oc - chunk.oc0) * kSpardrMaxBlockPixels + runs[i].offset,
-                          chunk.y + oc * chunk.ld_y + runs[i].pixel, runs[i].count, oc,
-                          runs[i].pixel, ep);
+        finish_row<Arch>(chunk.sums + (oc - chunk.oc0) * kSpardrMaxBlockPixels + runs[i].offset,
+                         chunk.y + oc * chunk.ld_y + runs[i].pixel, runs[i].count, oc,
+                         runs[i].pixel, ep);
     return;
   }
   cpu::transpose_panel(chunk.sums, kSpardrMaxBlockPixels, channels, valid, chunk.sums_t, channels);
   for (int i = 0; i < run_count; ++i)
     for (int64_t j = 0; j < runs[i].count; ++j) {
       const int64_t pixel = runs[i].pixel + j;
-      finish_span<Arch>(chunk.sums_t + (runs[i].offset + j) * channels,
-                        chunk.y + pixel * chunk.ld_y + chunk.oc0, channels, pixel, chunk.oc0, ep);
+      finish_row<Arch>(chunk.sums_t + (runs[i].offset + j) * channels,
+                       chunk.y + pixel * chunk.ld_y + chunk.oc0, channels, pixel, chunk.oc0, ep);
     }
 }
 

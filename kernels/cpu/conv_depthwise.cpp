@@ -192,6 +192,18 @@ void transpose_tap_major(const float* w, int64_t taps, int64_t c0, int64_t c1, f
     for (int64_t tap = 0; tap < taps; ++tap) out[tap * width + ch] = w[(c0 + ch) * taps + tap];
 }
 
+// W's channels [c0, c1) tap-major in a per-thread buffer (a W that is not
+// a constant, so not prepared).
+const float* depthwise_tap_major_weights(const float* w, int64_t taps, int64_t c0, int64_t c1) {
+  // 64-byte aligned: from a std::vector (16-byte aligned) a third of the
+  // 3x3 NHWC kernel's vector loads, the weights', split across two cache
+  // lines.
+  thread_local AlignedScratch scratch;
+  float* transposed = scratch.at_least(taps * (c1 - c0));
+  transpose_tap_major(w, taps, c0, c1, transposed);
+  return transposed;
+}
+
 }  // namespace
 
 void depthwise_nhwc_tile(const DepthwiseNhwcTile& t) {
@@ -206,16 +218,6 @@ void depthwise_nhwc_tile(const DepthwiseNhwcTile& t) {
       depthwise_nhwc_tile_portable(t);
       return;
   }
-}
-
-const float* depthwise_tap_major_weights(const float* w, int64_t taps, int64_t c0, int64_t c1) {
-  // 64-byte aligned: from a std::vector (16-byte aligned) a third of the
-  // 3x3 NHWC kernel's vector loads, the weights', split across two cache
-  // lines.
-  thread_local AlignedScratch scratch;
-  float* transposed = scratch.at_least(taps * (c1 - c0));
-  transpose_tap_major(w, taps, c0, c1, transposed);
-  return transposed;
 }
 
 TapMajorWeights tap_major_weights(const float* w, int64_t taps, int64_t channels) {

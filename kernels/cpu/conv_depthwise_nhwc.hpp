@@ -33,13 +33,10 @@ struct DepthwiseNhwcTile {
 // the scalar channel tail use the same FMA, so results are bitwise
 // independent of the tiling (and so of the thread count).
 void depthwise_nhwc_tile_avx512(const DepthwiseNhwcTile& tile);
+void depthwise_nhwc_tile_avx2(const DepthwiseNhwcTile& tile);
+void depthwise_nhwc_tile_portable(const DepthwiseNhwcTile& tile);
 // The one of gemm_isa() (set_gemm_isa() forces one, as for the SGEMM).
 void depthwise_nhwc_tile(const DepthwiseNhwcTile& tile);
-
-// W [C, 1, kH, kW]'s channels [c0, c1) as [kH·kW, c1 − c0], so each tap is a
-// contiguous vector over channels: DepthwiseNhwcTile::weights. A per-thread
-// buffer, valid until the thread's next call.
-const float* depthwise_tap_major_weights(const float* w, int64_t taps, int64_t c0, int64_t c1);
 
 // All C channels' weights W [C, 1, kH, kW] tap-major, [kH·kW][C], 64-byte
 // aligned: built once per op when the model is loaded (cpu.conv_depthwise's
@@ -55,10 +52,9 @@ TapMajorWeights tap_major_weights(const float* w, int64_t taps, int64_t channels
 
 // Points t.weights and t.weight_stride at the tile's channels of `prepared`,
 // or, where W is not a constant (prepared.data null), at its channels
-// transposed now into thread scratch.
+// [t.c0, t.c1) transposed now into a per-thread buffer, valid until the
+// thread's next call.
 void set_tile_weights(DepthwiseNhwcTile& t, const TapMajorWeights& prepared, const float* w,
                       int64_t taps);
-void depthwise_nhwc_tile_avx2(const DepthwiseNhwcTile& tile);
-void depthwise_nhwc_tile_portable(const DepthwiseNhwcTile& tile);
 
 }  // namespace tessera::kernels::cpu

@@ -156,9 +156,10 @@ int32_t longest_path(const std::vector<TileNode>& nodes) {
   return depth;
 }
 
-// The smallest reuse distance whose ordering edges leave the longest path
-// through the tiles as it is at kMaxAutoReuseDistance: the tiles that can
-// run side by side stay as they were, and the arena shrinks. A smaller
+// The automatic reuse distance is the smallest whose ordering edges leave
+// the longest path through the tiles as it is at kMaxAutoReuseDistance:
+// the tiles that can run side by side stay as they were, and the arena
+// shrinks. A smaller
 // arena keeps more of it in cache: ResNet-50 pruned to 90% at 2 threads
 // (tessera run, alternating, this 2-core Zen 5) ran 6.73-6.96 ms with
 // distance 1 (arena 7.7 MiB) against 7.37-7.66 at 16 (20.5 MiB). Where
@@ -172,25 +173,35 @@ int32_t longest_path(const std::vector<TileNode>& nodes) {
 // ResNet-50 and MobileNetV2 at 2 threads take 10 and 20 per tile.
 constexpr int64_t kMaxOrderingEdgesPerNode = 64;
 
-int32_t choose_reuse_distance(const Graph& graph, const std::vector<TileNode>& nodes) {
-  struct Trial {
-    int32_t depth;
-    int64_t added_edges;
+struct ArenaPlan {
+  MemoryPlan plan;
+  int32_t reuse_distance = 0;
+};
+
+// The memory plan at the reuse distance asked for or, for
+// kAutoReuseDistance, at the one chosen as above; `nodes` get that plan's
+// ordering edges. Each distance is planned once: the chosen trial is kept.
+ArenaPlan plan_arena(const Graph& graph, std::vector<TileNode>& nodes, int32_t reuse_distance) {
+  auto plan_at = [&](std::vector<TileNode>& trial, int32_t distance) {
+    return plan_memory(graph, trial, MemoryPlanOptions{.reuse_distance = distance});
   };
-  auto trial_at = [&](int32_t distance) {
-    std::vector<TileNode> trial = nodes;
-    const MemoryPlan plan =
-        plan_memory(graph, trial, MemoryPlanOptions{.reuse_distance = distance});
-    return Trial{longest_path(trial), plan.added_edges};
-  };
+  if (reuse_distance != CompileOptions::kAutoReuseDistance)
+    return {plan_at(nodes, reuse_distance), reuse_distance};
   const int32_t widest = CompileOptions::kMaxAutoReuseDistance;
-  const int32_t depth = trial_at(widest).depth;
+  std::vector<TileNode> widest_nodes = nodes;
+  MemoryPlan widest_plan = plan_at(widest_nodes, widest);
+  const int32_t depth = longest_path(widest_nodes);
   const int64_t edge_budget = kMaxOrderingEdgesPerNode * static_cast<int64_t>(nodes.size());
   for (int32_t distance = 1; distance < widest; distance *= 2) {
-    const Trial t = trial_at(distance);
-    if (t.depth == depth && t.added_edges <= edge_budget) return distance;
+    std::vector<TileNode> trial = nodes;
+    MemoryPlan plan = plan_at(trial, distance);
+    if (longest_path(trial) == depth && plan.added_edges <= edge_budget) {
+      nodes = std::move(trial);
+      return {std::move(plan), distance};
+    }
   }
-  return widest;
+  nodes = std::move(widest_nodes);
+  return {std::move(widest_plan), widest};
 }
 
 }  // namespace
@@ -263,10 +274,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       build_tile_nodes(graph, TilerOptions{.tiles = options.tiles,
                                            .threads = options.threads,
                                            .kernel_forecast = options.kernel_forecast.get()});
-  const int32_t reuse_distance = options.reuse_distance == CompileOptions::kAutoReuseDistance
-                                     ? choose_reuse_distance(graph, nodes)
-                                     : options.reuse_distance;
-  MemoryPlan plan = plan_memory(graph, nodes, MemoryPlanOptions{.reuse_distance = reuse_distance});
+  auto [plan, reuse_distance] = plan_arena(graph, nodes, options.reuse_distance);
 
   TileGraph tg;
   auto store = std::make_shared<WeightStore>();

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 5's 16-thread figures, on the 16-core machine this workplace sometimes lends (its
+# GPU unused). Nothing can be installed there, but its python3 holds PyTorch, ONNX Runtime,
+# onnx and transformers (not TVM), so compare_peers.py runs as it is; only Tessera travels.
+#
+#   bench/e2e/lent_machine.sh --pack    # here, after ./scripts/build.sh release: copies the
+#                                       # Debian libraries build/bin/tessera links into .devlib/
+#   bench/e2e/lent_machine.sh [THREADS] # there (carry build/bin/tessera and .devlib); logs
+#                                       # and JSON under $OUT (or out/lent_machine)
+#
+# Stages run in priority order, each under its own time limit, so a run cut short still
+# returns the stages it finished.
+set -u -o pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+
+if [ "${1:-}" = "--pack" ]; then
+  rm -rf .devlib && mkdir -p .devlib
+  # The C and C++ runtimes come from the machine itself (its glibc is newer); the rest
+  # (hwloc, oneTBB, onnx, protobuf, udev) is not installed there.
+  ldd build/bin/tessera | awk '/=> \// {print $3}' |
+    grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+    xargs -I{} cp -L {} .devlib/
+  grep -qx '/.devlib/' .git/info/exclude 2>/dev/null || echo '/.devlib/' >>.git/info/exclude
+  ls -la .devlib
+  exit 0
+fi
+
+THREADS="${1:-16}"
+OUT="${OUT:-$ROOT/out/lent_machine}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+PY="${PYTHON:-python3}"
+# Tessera alone gets the carried libraries: Python's own extensions keep theirs.
+TESSERA="$OUT/tessera.sh"
+printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/.devlib" exec "%s/build/bin/tessera" "$@"\n' "$ROOT" "$ROOT" >"$TESSERA"
+chmod +x "$TESSERA"
+
+stage() {  # stage NAME SECONDS COMMAND...
+  local name="$1" limit="$2"
+  shift 2
+  echo "=== $name (limit ${limit}s) $(date +%T)"
+  timeout "$limit" "$@" 2>&1 | grep -Ev 'Warning|warn\(|torch.onnx|^\s*$' | tee "$OUT/$name.log"
+  echo "=== $name rc ${PIPESTATUS[0]} $(date +%T)"
+}
+
+lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|L[23])' | tee "$OUT/machine.txt"
+grep -o -m1 'avx512[a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ' | tee -a "$OUT/machine.txt"; echo
+"$TESSERA" --help >/dev/null 2>&1 || { echo "tessera does not start here"; exit 1; }
+
+PEERS=(--tessera "$TESSERA" --threads "$THREADS" --peers tessera ort torch torchscript
+       --rounds 2 --iterations 20 --warmup 3 --models-dir /tmp/tessera_models)
+stage peers "${PEERS_LIMIT:-260}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
+  --models resnet50 mobilenetv2 efficientnet_b0 yolo vgg16 bert --json "$OUT/peers.json"
+stage gpt2 "${GPT2_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
+  --models gpt2 --seq 1024 --json "$OUT/gpt2.json"
+stage scaling "${SCALING_LIMIT:-60}" "$PY" bench/e2e/synthetic_conv.py --tessera "$TESSERA" \
+  --threads 1 2 4 8 "$THREADS" --iterations 5 --output "$OUT/scaling"
+stage bert_b8 "${BERT_LIMIT:-50}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
+  --models bert --batch 8 --json "$OUT/bert_b8.json"
+stage bert_s384 "${BERT_LIMIT:-50}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
+  --models bert --seq 384 --json "$OUT/bert_s384.json"

@@ -107,13 +107,16 @@ inline GemmActivation deferred_gemm_activation(graph::Activation activation) {
 }
 
 // A deferred activation on `pixels` pixels (pixel stride `channels`) of
-// `width` channels each, with the epilogue's arithmetic.
+// `width` channels each, with the epilogue's arithmetic, as one span where
+// the tile has all channels (lanes are independent: the same bits).
 template <class Arch>
 void apply_deferred_activation(graph::Activation activation, float* out, int64_t pixels,
                                int64_t width, int64_t channels) {
   const GemmActivation act = deferred_gemm_activation(activation);
-  for (int64_t p = 0; p < pixels; ++p)
-    activation_span_approx<Arch>(act, 0.0f, 0.0f, 0.0f, out + p * channels, width);
+  if (width == channels)
+    activation_rows<Arch>(act, out, 0, 1, pixels * channels);
+  else
+    activation_rows<Arch>(act, out, channels, pixels, width);
 }
 
 // P output pixels × CV vectors of channels [c, c + CV·W). `in` is the input

@@ -85,5 +85,27 @@ inline void activation_span_approx(GemmActivation activation, float clip_min, fl
   });
 }
 
+// The activations that cost a vector polynomial (and, but for the GELUs, a
+// divide): worth a pass of their own after the stores.
+constexpr bool activation_is_transcendental(GemmActivation activation) {
+  return activation == GemmActivation::kSigmoid || activation == GemmActivation::kSilu ||
+         activation == GemmActivation::kGelu || activation == GemmActivation::kGeluTanh;
+}
+
+// The activation over `rows` rows of n floats, ld apart, in place, compiled
+// once per activation (with_activation). Clip and LeakyRelu are not taken:
+// their parameters are not passed.
+template <class Arch>
+inline void activation_rows(GemmActivation activation, float* values, int64_t ld, int64_t rows,
+                            int64_t n) {
+  using B = xsimd::batch<float, Arch>;
+  with_activation(activation, [&](auto a) {
+    for (int64_t i = 0; i < rows; ++i)
+      map_span<B>(values + i * ld, values + i * ld, n, 0.0f, [](B x) {
+        return activation_approx(decltype(a)::value, x, 0.0f, 0.0f, 0.0f);
+      });
+  });
+}
+
 }  // namespace
 }  // namespace tessera::kernels::cpu

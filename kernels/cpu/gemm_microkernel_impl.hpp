@@ -187,11 +187,9 @@ __attribute__((always_inline)) inline void gemm_store_block(
 // With a short k loop (1×1 convs over few channels) that dispatch cost as
 // much as the FMAs. Rare forms keep the generic path.
 template <class Arch, int MR, int NR>
-__attribute__((always_inline)) inline void gemm_store_with_epilogue(
+__attribute__((always_inline)) inline void gemm_store_epilogue_fields(
     const xsimd::batch<float, Arch> (&acc)[MR][NR / xsimd::batch<float, Arch>::size],
-    const GemmMicrokernelArgs& args) {
-  if (!args.epilogue) return gemm_store_block<Arch, MR, NR>(acc, args, nullptr);
-  GemmMicrotileEpilogue ep = *args.epilogue;
+    const GemmMicrokernelArgs& args, GemmMicrotileEpilogue ep) {
   const auto with_constant_activation = [&]() __attribute__((always_inline)) {
     switch (ep.activation) {
       case GemmActivation::kNone:
@@ -223,6 +221,33 @@ __attribute__((always_inline)) inline void gemm_store_with_epilogue(
     if (with_constant_activation()) return;
   }
   gemm_store_block<Arch, MR, NR>(acc, args, &ep);
+}
+
+// The block's stores and epilogue, in L1 after them for a transcendental
+// activation.
+template <class Arch, int MR, int NR>
+__attribute__((always_inline)) inline void gemm_store_with_epilogue(
+    const xsimd::batch<float, Arch> (&acc)[MR][NR / xsimd::batch<float, Arch>::size],
+    const GemmMicrokernelArgs& args) {
+  if (!args.epilogue) return gemm_store_block<Arch, MR, NR>(acc, args, nullptr);
+  GemmMicrotileEpilogue ep = *args.epilogue;
+  // Sigmoid, SiLU and the GELUs take ~20 vector operations and a dozen
+  // constants each. Applied to each accumulator as it was stored, they ran on
+  // the generic path with every other accumulator of the block live (spills,
+  // and the activation re-dispatched per vector). So the block is stored with
+  // bias and residual only, and the activation is a second pass over its
+  // rows, still in L1, compiled per activation (as the depthwise kernels
+  // defer theirs). Lanes are independent: the bits are the fused form's.
+  const GemmActivation deferred =
+      activation_is_transcendental(ep.activation) &&
+              (ep.residual == nullptr || ep.residual_position == GemmResidual::kBeforeActivation)
+          ? ep.activation
+          : GemmActivation::kNone;
+  if (deferred != GemmActivation::kNone) ep.activation = GemmActivation::kNone;
+  gemm_store_epilogue_fields<Arch, MR, NR>(acc, args, ep);
+  if (deferred != GemmActivation::kNone)
+    activation_rows<Arch>(deferred, args.c + args.n_begin, args.ldc,
+                          std::min<int64_t>(MR, args.m_valid), args.n_valid - args.n_begin);
 }
 
 // C and a fused residual are touched only after the k loop: fetch every

@@ -101,9 +101,8 @@ inline void activation_rows(GemmActivation activation, float* values, int64_t ld
   using B = xsimd::batch<float, Arch>;
   with_activation(activation, [&](auto a) {
     for (int64_t i = 0; i < rows; ++i)
-      map_span<B>(values + i * ld, values + i * ld, n, 0.0f, [](B x) {
-        return activation_approx(decltype(a)::value, x, 0.0f, 0.0f, 0.0f);
-      });
+      map_span<B>(values + i * ld, values + i * ld, n, 0.0f,
+                  [](B x) { return activation_approx(decltype(a)::value, x, 0.0f, 0.0f, 0.0f); });
   });
 }
 

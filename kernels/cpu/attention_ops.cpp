@@ -165,8 +165,9 @@ void attention(const TileArgs& args) {
     const float* q_head = args.inputs[0].data + flat * m * d;
     const float* kt_head = args.inputs[1].data + flat * d * s;
     const float* v_head = args.inputs[2].data + flat * s * dv;
-    const PackedMatrix kt = pack_b(kt_head, d, s, s, false);
-    const PackedMatrix v = pack_b(v_head, s, dv, dv, false);
+    thread_local PackedMatrix kt, v;  // this thread's, repacked per head
+    pack_b_into(kt, kt_head, d, s, s, false, gemm_default_microkernel());
+    pack_b_into(v, v_head, s, dv, dv, false, gemm_default_microkernel());
     // |scores| <= d · max|q| · max|k| (with slack for the sums' rounding);
     // computed once per head, and only where a mask may let columns go.
     // Infinite (nothing skipped) where V is not finite: there the unfused

@@ -100,16 +100,15 @@ const float* input_scale(const TileArgs& args, int64_t n) {
 }
 
 // A 1x1 conv's weights W [OC, C] times image n's input scale per input
-// channel, packed like the prepared weights: x·(s·W) for (x·s)·W.
-PackedMatrix scaled_weights(const TileArgs& args, const ConvGemmPrepared& prep,
-                            const float* scale) {
+// channel, packed like the prepared weights (x·(s·W) for (x·s)·W) into this
+// thread's buffer, valid until its next call.
+const PackedMatrix& scaled_weights(const TileArgs& args, const ConvGemmPrepared& prep,
+                                   const float* scale) {
   const int64_t c = prep.geometry.channels, oc = prep.geometry.out_channels;
-  const float* w = args.inputs[1].data;  // [OC, C, 1, 1]
-  thread_local std::vector<float> scaled;
-  scaled.resize(static_cast<size_t>(oc * c));
-  for (int64_t o = 0; o < oc; ++o)
-    for (int64_t ch = 0; ch < c; ++ch) scaled[o * c + ch] = w[o * c + ch] * scale[ch];
-  return pack_b(scaled.data(), c, oc, c, /*transposed=*/true, prep.weights.microkernel());
+  thread_local PackedMatrix scaled;
+  pack_b_into(scaled, args.inputs[1].data /* [OC, C, 1, 1] */, c, oc, c, /*transposed=*/true,
+              prep.weights.microkernel(), scale);
+  return scaled;
 }
 
 std::optional<std::string> applies_with(const graph::Operator& op,
@@ -521,9 +520,8 @@ void conv_gemm(const TileArgs& args) {
   const int64_t chunk_rows =
       chunk_cols == g.out_w ? std::max<int64_t>(1, max_pixels / chunk_cols) : 1;
   for (int64_t n = r.begin[0]; n < r.end[0]; ++n) {
-    const PackedMatrix scaled =
-        scale_weights ? scaled_weights(args, prep, input_scale(args, n)) : PackedMatrix();
-    const PackedMatrix& weights = scale_weights ? scaled : prep.weights;
+    const PackedMatrix& weights =
+        scale_weights ? scaled_weights(args, prep, input_scale(args, n)) : prep.weights;
     for (int64_t oh = oh0; oh < oh1; oh += chunk_rows)
       for (int64_t ow = ow0; ow < ow1; ow += chunk_cols)
         run_chunk(args, prep, weights, !scale_weights, n, oh, std::min(chunk_rows, oh1 - oh), ow,

@@ -249,14 +249,24 @@ PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool tran
 
 PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed,
                     const GemmMicrokernel& kernel) {
+  PackedMatrix packed;
+  pack_b_into(packed, b, k, n, ldb, transposed, kernel);
+  return packed;
+}
+
+void pack_b_into(PackedMatrix& packed, const float* b, int64_t k, int64_t n, int64_t ldb,
+                 bool transposed, const GemmMicrokernel& kernel, const float* k_scale) {
   if (k < 0 || n < 0 || ldb < (transposed ? k : n))
     throw std::invalid_argument("pack_b: bad shape or leading dimension");
   if (!cpu_supports(kernel.isa))
     throw std::invalid_argument("pack_b: this CPU cannot run " + std::string(kernel.name));
   const int64_t nr = kernel.nr;
   const int64_t panels = (n + nr - 1) / nr;
-  PackedMatrix packed;
-  packed.data_.reset(allocate_aligned_floats(static_cast<size_t>(panels * k * nr)));
+  const size_t floats = static_cast<size_t>(panels * k * nr);
+  if (packed.capacity_ < floats || !packed.data_) {
+    packed.data_.reset(allocate_aligned_floats(floats));
+    packed.capacity_ = floats;
+  }
   packed.k_ = k;
   packed.n_ = n;
   packed.kernel_ = &kernel;
@@ -267,10 +277,11 @@ PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool tran
       float* row = out + (p * k + kk) * nr;
       for (int64_t j = 0; j < width; ++j)
         row[j] = transposed ? b[(j0 + j) * ldb + kk] : b[kk * ldb + j0 + j];
+      if (k_scale)
+        for (int64_t j = 0; j < width; ++j) row[j] *= k_scale[kk];
       std::fill(row + width, row + nr, 0.0f);
     }
   }
-  return packed;
 }
 
 namespace {

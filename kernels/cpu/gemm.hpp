@@ -142,8 +142,10 @@ class PackedMatrix {
   struct FreeAligned {
     void operator()(float* p) const;
   };
-  friend PackedMatrix pack_b(const float*, int64_t, int64_t, int64_t, bool, const GemmMicrokernel&);
+  friend void pack_b_into(PackedMatrix&, const float*, int64_t, int64_t, int64_t, bool,
+                          const GemmMicrokernel&, const float*);
   std::unique_ptr<float[], FreeAligned> data_;
+  size_t capacity_ = 0;  // floats allocated at data_
   int64_t k_ = 0, n_ = 0;
   const GemmMicrokernel* kernel_ = nullptr;
 };
@@ -155,6 +157,14 @@ PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool tran
 // The same for a given microkernel (tests and benchmarks pick each one).
 PackedMatrix pack_b(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed,
                     const GemmMicrokernel& kernel);
+// pack_b into `packed`, reusing its storage where it is large enough: for
+// operands packed on the run path (attention's K^T and V per head, a
+// batched MatMul's B, weights scaled per image), held per thread so that a
+// run allocates nothing once warm. With k_scale, element (k, n) is packed
+// times k_scale[k] (a squeeze-and-excitation scale on the input channels of
+// a 1x1 conv's weights: B^T's rows scaled in the same pass).
+void pack_b_into(PackedMatrix& packed, const float* b, int64_t k, int64_t n, int64_t ldb,
+                 bool transposed, const GemmMicrokernel& kernel, const float* k_scale = nullptr);
 
 enum class GemmBias { kNone, kPerColumn, kPerRow };
 enum class GemmActivation { kNone, kRelu, kClip, kSigmoid, kGelu, kGeluTanh, kSilu, kLeakyRelu };

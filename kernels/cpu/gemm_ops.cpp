@@ -363,8 +363,9 @@ void matmul_batched(const TileArgs& args) {
       flat_a = flat_a * a_shape[d] + index[d];
       flat_b = flat_b * b_shape[d] + (b_shape[d] == 1 ? 0 : index[d]);
     }
-    const PackedMatrix b =
-        pack_b(args.inputs[1].data + flat_b * k * n, k, n, n, /*transposed=*/false);
+    thread_local PackedMatrix b;  // this thread's, repacked per batch index
+    pack_b_into(b, args.inputs[1].data + flat_b * k * n, k, n, n, /*transposed=*/false,
+                gemm_default_microkernel());
     GemmEpilogue batch_ep = ep;  // the residual, like Y, at this batch index's matrix
     if (ep.residual) batch_ep.residual = ep.residual + flat_a * m * n;
     gemm_tile(args.inputs[0].data + flat_a * m * k, k, b, args.output.data + flat_a * m * n, n,

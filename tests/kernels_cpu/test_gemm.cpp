@@ -19,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/gemm.hpp"
@@ -686,4 +687,50 @@ TEST_CASE("gemm_tile_leading_rows: gemm_tile's bits on B's first rows packed alo
   const PackedMatrix packed = pack_b(b.data(), 4, 4, 4, false);
   CHECK_THROWS_AS(gemm_tile_leading_rows(a.data(), 4, packed, 5, c.data(), 4, {0, 4, 0, 4}),
                   std::invalid_argument);
+}
+
+TEST_CASE(
+    "pack_b_into: reused storage, growing and shrinking, and the k scale give pack_b's bits") {
+  // The run path repacks into one PackedMatrix per thread (attention's K^T and
+  // V, batched MatMul's B, a 1x1 conv's weights times its input scale): each
+  // repack must be the matrix it was last given, whatever was there before.
+  std::mt19937 rng(0x9ac6);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const GemmMicrokernel& kernel : gemm_microkernels()) {
+    if (!gemm_isa_supported(kernel.isa)) continue;
+    PackedMatrix reused;
+    for (const auto& [k, n, transposed] :
+         {std::tuple<int64_t, int64_t, bool>{300, 3 * kernel.nr + 7, true},
+          {5, 1, false},
+          {64, kernel.nr, true},
+          {700, 2 * kernel.nr + 1, false}}) {
+      INFO(kernel.name, " k ", k, " n ", n, " transposed ", transposed);
+      const int64_t m = kernel.mr + 2;
+      std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+      std::vector<float> scale(static_cast<size_t>(k)), scaled_b(b.size());
+      for (float& x : a) x = dist(rng);
+      for (float& x : b) x = dist(rng);
+      for (float& x : scale) x = dist(rng);
+      const int64_t ldb = transposed ? k : n;
+      for (int64_t r = 0; r < (transposed ? n : k); ++r)
+        for (int64_t c = 0; c < ldb; ++c)
+          scaled_b[r * ldb + c] = b[r * ldb + c] * scale[transposed ? c : r];
+      const GemmTile tile{.m0 = 0, .m1 = m, .n0 = 0, .n1 = n};
+      for (const bool with_scale : {false, true}) {
+        pack_b_into(reused, b.data(), k, n, ldb, transposed, kernel,
+                    with_scale ? scale.data() : nullptr);
+        const PackedMatrix fresh =
+            pack_b(with_scale ? scaled_b.data() : b.data(), k, n, ldb, transposed, kernel);
+        CHECK(reused.k() == k);
+        CHECK(reused.n() == n);
+        std::vector<float> got(static_cast<size_t>(m * n), kSentinel), want = got;
+        gemm_tile(a.data(), k, reused, got.data(), n, tile);
+        gemm_tile(a.data(), k, fresh, want.data(), n, tile);
+        int64_t differ = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+          differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        CHECK(differ == 0);
+      }
+    }
+  }
 }

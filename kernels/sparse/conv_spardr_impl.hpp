@@ -21,6 +21,7 @@
 #include "kernels/sparse/conv_spardr_kernels.hpp"
 #include "kernels/sparse/csr_dot_impl.hpp"
 #include "kernels/sparse/finish_row_impl.hpp"
+#include "kernels/sparse/transpose_block_impl.hpp"
 
 namespace tessera::kernels::sparse {
 namespace {
@@ -105,7 +106,8 @@ void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
                          runs[i].pixel, ep);
     return;
   }
-  cpu::transpose_panel(chunk.sums, kSpardrMaxBlockPixels, channels, valid, chunk.sums_t, channels);
+  transpose_block<Arch>(chunk.sums, kSpardrMaxBlockPixels, channels, valid, chunk.sums_t,
+                        channels);
   for (int i = 0; i < run_count; ++i)
     for (int64_t j = 0; j < runs[i].count; ++j) {
       const int64_t pixel = runs[i].pixel + j;

@@ -106,8 +106,7 @@ void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
                          runs[i].pixel, ep);
     return;
   }
-  transpose_block<Arch>(chunk.sums, kSpardrMaxBlockPixels, channels, valid, chunk.sums_t,
-                        channels);
+  transpose_block<Arch>(chunk.sums, kSpardrMaxBlockPixels, channels, valid, chunk.sums_t, channels);
   for (int i = 0; i < run_count; ++i)
     for (int64_t j = 0; j < runs[i].count; ++j) {
       const int64_t pixel = runs[i].pixel + j;

@@ -22,7 +22,8 @@
 //  - erf: relative error <= 2^-21; +-inf -> +-1, NaN -> NaN.
 //  - tanh: relative error <= 2^-21; +-inf -> +-1, NaN -> NaN.
 //  - sigmoid (1 / (1 + exp(-x))) and silu (x sigmoid(x)): relative error
-//    <= 2^-20 (exp's error plus the divide's rounding), subnormal results
+//    <= 2^-20 (e^-r's polynomial, 7.5e-8, plus the roundings; 4.0e-7 seen
+//    over a dense sweep), subnormal results
 //    included; 0 below -88.8 and 1 past 87, like the C library's; NaN -> NaN.
 #include <xsimd/xsimd.hpp>
 

@@ -114,9 +114,9 @@ void apply_deferred_activation(graph::Activation activation, float* out, int64_t
                                int64_t width, int64_t channels) {
   const GemmActivation act = deferred_gemm_activation(activation);
   if (width == channels)
-    activation_rows<Arch>(act, out, 0, 1, pixels * channels);
+    activation_rows<Arch>(act, 0.0f, 0.0f, 0.0f, out, 0, 1, pixels * channels);
   else
-    activation_rows<Arch>(act, out, channels, pixels, width);
+    activation_rows<Arch>(act, 0.0f, 0.0f, 0.0f, out, channels, pixels, width);
 }
 
 // P output pixels × CV vectors of channels [c, c + CV·W). `in` is the input

@@ -73,16 +73,27 @@ inline decltype(auto) with_activation(GemmActivation activation, F&& f) {
   return f(std::integral_constant<A, A::kNone>{});
 }
 
-// values[i] = activation(values[i]) for i < n in batches of Arch (map_span:
-// the tail through a padded buffer and the same code, so an element's bits
-// do not depend on where the span starts or ends).
+// The activation over `rows` rows of n floats, ld apart, in place, in
+// batches of Arch (map_span: the tail through a padded buffer and the same
+// code, so an element's bits do not depend on where the span starts or
+// ends), compiled once per activation (with_activation).
+template <class Arch>
+inline void activation_rows(GemmActivation activation, float clip_min, float clip_max,
+                            float leaky_alpha, float* values, int64_t ld, int64_t rows, int64_t n) {
+  using B = xsimd::batch<float, Arch>;
+  with_activation(activation, [&](auto a) {
+    for (int64_t i = 0; i < rows; ++i)
+      map_span<B>(values + i * ld, values + i * ld, n, 0.0f, [&](B x) {
+        return activation_approx(decltype(a)::value, x, clip_min, clip_max, leaky_alpha);
+      });
+  });
+}
+
+// values[i] = activation(values[i]) for i < n: one row of activation_rows.
 template <class Arch>
 inline void activation_span_approx(GemmActivation activation, float clip_min, float clip_max,
                                    float leaky_alpha, float* values, int64_t n) {
-  using B = xsimd::batch<float, Arch>;
-  map_span<B>(values, values, n, 0.0f, [&](B x) {
-    return activation_approx(activation, x, clip_min, clip_max, leaky_alpha);
-  });
+  activation_rows<Arch>(activation, clip_min, clip_max, leaky_alpha, values, 0, 1, n);
 }
 
 // The activations that cost a vector polynomial (and, but for the GELUs, a
@@ -90,20 +101,6 @@ inline void activation_span_approx(GemmActivation activation, float clip_min, fl
 constexpr bool activation_is_transcendental(GemmActivation activation) {
   return activation == GemmActivation::kSigmoid || activation == GemmActivation::kSilu ||
          activation == GemmActivation::kGelu || activation == GemmActivation::kGeluTanh;
-}
-
-// The activation over `rows` rows of n floats, ld apart, in place, compiled
-// once per activation (with_activation). Clip and LeakyRelu are not taken:
-// their parameters are not passed.
-template <class Arch>
-inline void activation_rows(GemmActivation activation, float* values, int64_t ld, int64_t rows,
-                            int64_t n) {
-  using B = xsimd::batch<float, Arch>;
-  with_activation(activation, [&](auto a) {
-    for (int64_t i = 0; i < rows; ++i)
-      map_span<B>(values + i * ld, values + i * ld, n, 0.0f,
-                  [](B x) { return activation_approx(decltype(a)::value, x, 0.0f, 0.0f, 0.0f); });
-  });
 }
 
 }  // namespace

@@ -246,8 +246,9 @@ __attribute__((always_inline)) inline void gemm_store_with_epilogue(
   if (deferred != GemmActivation::kNone) ep.activation = GemmActivation::kNone;
   gemm_store_epilogue_fields<Arch, MR, NR>(acc, args, ep);
   if (deferred != GemmActivation::kNone)
-    activation_rows<Arch>(deferred, args.c + args.n_begin, args.ldc,
-                          std::min<int64_t>(MR, args.m_valid), args.n_valid - args.n_begin);
+    activation_rows<Arch>(deferred, ep.clip_min, ep.clip_max, ep.leaky_alpha, args.c + args.n_begin,
+                          args.ldc, std::min<int64_t>(MR, args.m_valid),
+                          args.n_valid - args.n_begin);
 }
 
 // C and a fused residual are touched only after the k loop: fetch every

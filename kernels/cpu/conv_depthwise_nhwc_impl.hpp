@@ -59,11 +59,6 @@ inline float scalar_madd(float w, float x, float acc) {
 // (apply_deferred_activation): inside the store loop they were a call per
 // vector with every other accumulator of the block live, and all vector
 // registers are caller-saved, so each call spilled the block.
-inline bool activation_deferred(graph::Activation activation) {
-  return activation != graph::Activation::None && activation != graph::Activation::Relu &&
-         activation != graph::Activation::Clip && activation != graph::Activation::LeakyRelu;
-}
-
 template <class Batch>
 __attribute__((always_inline)) inline Batch activate_vector(Batch x, const DepthwiseContext& k) {
   switch (k.activation) {
@@ -104,6 +99,11 @@ inline GemmActivation deferred_gemm_activation(graph::Activation activation) {
     default:
       return GemmActivation::kNone;
   }
+}
+
+// The transcendental activations the GEMM microkernel defers too.
+inline bool activation_deferred(graph::Activation activation) {
+  return activation_is_transcendental(deferred_gemm_activation(activation));
 }
 
 // A deferred activation on `pixels` pixels (pixel stride `channels`) of

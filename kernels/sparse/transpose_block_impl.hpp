@@ -17,14 +17,77 @@
 namespace tessera::kernels::sparse {
 namespace {
 
+#if defined(__AVX512F__)
+// One 16×16 block: 16 row loads, 64 shuffles (in-lane unpack and shuffle,
+// then two rounds of 128-bit lane shuffles), 16 column stores. GCC 12's
+// _mm512_undefined_ps() in these shuffles trips -Wuninitialized once inlined
+// (GCC bug 105593, as in kernels/cpu/gemm_avx512.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+inline void transpose_16x16(const float* s, int64_t ld_src, float* d, int64_t ld_dst) {
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int x = 0; x < 16; ++x) r[x] = _mm512_loadu_ps(s + x * ld_src);
+    // Rows 2i, 2i+1 interleaved within each 128-bit lane.
+#pragma GCC unroll 8
+  for (int x = 0; x < 16; x += 2) {
+    t[x] = _mm512_unpacklo_ps(r[x], r[x + 1]);
+    t[x + 1] = _mm512_unpackhi_ps(r[x], r[x + 1]);
+  }
+  // r[4g + c], lane L: column 4L + c of rows 4g .. 4g + 3.
+#pragma GCC unroll 4
+  for (int x = 0; x < 16; x += 4) {
+    r[x] = _mm512_shuffle_ps(t[x], t[x + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[x + 1] = _mm512_shuffle_ps(t[x], t[x + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[x + 2] = _mm512_shuffle_ps(t[x + 1], t[x + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[x + 3] = _mm512_shuffle_ps(t[x + 1], t[x + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // t[8h + c]: columns c, 8 + c of rows 8h .. 8h + 7 (lanes: rows 8h..+3 of
+  // c, of 8 + c, rows 8h+4..+7 of c, of 8 + c); t[8h + 4 + c] the same for
+  // columns 4 + c, 12 + c.
+#pragma GCC unroll 2
+  for (int h = 0; h < 16; h += 8)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      t[h + c] = _mm512_shuffle_f32x4(r[h + c], r[h + 4 + c], 0x88);
+      t[h + 4 + c] = _mm512_shuffle_f32x4(r[h + c], r[h + 4 + c], 0xDD);
+    }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c)
+#pragma GCC unroll 2
+    for (int half = 0; half < 8; half += 4) {
+      const __m512 a = t[half + c], b = t[8 + half + c];
+      _mm512_storeu_ps(d + (half + c) * ld_dst, _mm512_shuffle_f32x4(a, b, 0x88));
+      _mm512_storeu_ps(d + (8 + half + c) * ld_dst, _mm512_shuffle_f32x4(a, b, 0xDD));
+    }
+}
+#pragma GCC diagnostic pop
+#endif
+
 // dst[j·ld_dst + i] = src[i·ld_src + j] for i < rows, j < cols. With AVX
 // (the AVX2 and AVX-512 kernels), 8×8 blocks in registers: 8 row loads, 24
 // shuffles, 8 column stores, twice the elements per store of
 // cpu::transpose_panel's 4×4 SSE blocks (bench_spmm at 99% sparsity, all
-// transposes: 1.73 → 1.23 ms).
+// transposes: 1.73 → 1.23 ms). With AVX-512, 16×16 blocks first, the edges
+// as 8×8 blocks.
 template <class Arch>
 inline void transpose_block(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
                             float* dst, int64_t ld_dst) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+    const int64_t rows16 = rows / 16 * 16, cols16 = cols / 16 * 16;
+    for (int64_t i = 0; i < rows16; i += 16)
+      for (int64_t j = 0; j < cols16; j += 16)
+        transpose_16x16(src + i * ld_src + j, ld_src, dst + j * ld_dst + i, ld_dst);
+    if (cols16 < cols && rows16 > 0)
+      transpose_block<xsimd::fma3<xsimd::avx2>>(src + cols16, ld_src, rows16, cols - cols16,
+                                                dst + cols16 * ld_dst, ld_dst);
+    if (rows16 < rows)
+      transpose_block<xsimd::fma3<xsimd::avx2>>(src + rows16 * ld_src, ld_src, rows - rows16, cols,
+                                                dst + rows16, ld_dst);
+    return;
+  }
+#endif
 #if defined(__AVX2__)
   if constexpr (!std::is_same_v<Arch, xsimd::sse2>) {
     int64_t i = 0;

@@ -16,8 +16,8 @@ namespace tessera::kernels::sparse {
 //
 // The input channels are cut into blocks whose part of L for one pixel
 // block fits in L1 (SparDR's channel-first order, Algorithm 1, blocked):
-// the nonzeros of output channel oc on input-channel block b are
-// [row_begin[b·OC + oc], row_begin[b·OC + oc + 1]), so a pixel block's L
+// the nonzeros on input-channel block b of the output channel in slot s of
+// `order` are [row_begin[b·OC + s], row_begin[b·OC + s + 1]), so a pixel block's L
 // slice is loaded from L2 once per block and reused by every output
 // channel, instead of once per output channel.
 struct SpardrWeights {
@@ -41,7 +41,8 @@ struct SpardrChunk {
   const float* l = nullptr;  // L of the chunk; position p of a window at l + offset + p
   const SpardrWeights* weights = nullptr;
   int64_t oc0 = 0, oc1 = 0;
-  // The output channels of [oc0, oc1) in the weights' bucket order.
+  // The slots (in the weights' `order`) of the output channels of
+  // [oc0, oc1), ascending.
   const int32_t* channels = nullptr;
   int64_t positions = 0;  // (rows - 1)·grid_w + cols
   int64_t grid_w = 1, cols = 1, row_pixels = 1;

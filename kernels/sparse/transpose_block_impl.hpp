@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -19,15 +20,24 @@ namespace {
 
 #if defined(__AVX512F__)
 // One 16×16 block: 16 row loads, 64 shuffles (in-lane unpack and shuffle,
-// then two rounds of 128-bit lane shuffles), 16 column stores. GCC 12's
+// then two rounds of 128-bit lane shuffles), 16 column stores. An Edge
+// block has only `rows` rows and `cols` columns: masked loads and stores,
+// zeros for the rows past its end (in registers only). GCC 12's
 // _mm512_undefined_ps() in these shuffles trips -Wuninitialized once inlined
 // (GCC bug 105593, as in kernels/cpu/gemm_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
-inline void transpose_16x16(const float* s, int64_t ld_src, float* d, int64_t ld_dst) {
+template <bool Edge>
+inline void transpose_16x16(const float* s, int64_t ld_src, float* d, int64_t ld_dst, int rows = 16,
+                            int cols = 16) {
+  const auto row_mask = static_cast<__mmask16>((1u << rows) - 1u);
+  const auto col_mask = static_cast<__mmask16>((1u << cols) - 1u);
   __m512 r[16], t[16];
 #pragma GCC unroll 16
-  for (int x = 0; x < 16; ++x) r[x] = _mm512_loadu_ps(s + x * ld_src);
+  for (int x = 0; x < 16; ++x)
+    r[x] = !Edge      ? _mm512_loadu_ps(s + x * ld_src)
+           : x < rows ? _mm512_maskz_loadu_ps(col_mask, s + x * ld_src)
+                      : _mm512_setzero_ps();
     // Rows 2i, 2i+1 interleaved within each 128-bit lane.
 #pragma GCC unroll 8
   for (int x = 0; x < 16; x += 2) {
@@ -57,8 +67,16 @@ inline void transpose_16x16(const float* s, int64_t ld_src, float* d, int64_t ld
 #pragma GCC unroll 2
     for (int half = 0; half < 8; half += 4) {
       const __m512 a = t[half + c], b = t[8 + half + c];
-      _mm512_storeu_ps(d + (half + c) * ld_dst, _mm512_shuffle_f32x4(a, b, 0x88));
-      _mm512_storeu_ps(d + (8 + half + c) * ld_dst, _mm512_shuffle_f32x4(a, b, 0xDD));
+      const int lo = half + c, hi = 8 + half + c;
+      if (!Edge) {
+        _mm512_storeu_ps(d + lo * ld_dst, _mm512_shuffle_f32x4(a, b, 0x88));
+        _mm512_storeu_ps(d + hi * ld_dst, _mm512_shuffle_f32x4(a, b, 0xDD));
+        continue;
+      }
+      if (lo < cols)
+        _mm512_mask_storeu_ps(d + lo * ld_dst, row_mask, _mm512_shuffle_f32x4(a, b, 0x88));
+      if (hi < cols)
+        _mm512_mask_storeu_ps(d + hi * ld_dst, row_mask, _mm512_shuffle_f32x4(a, b, 0xDD));
     }
 }
 #pragma GCC diagnostic pop
@@ -68,23 +86,23 @@ inline void transpose_16x16(const float* s, int64_t ld_src, float* d, int64_t ld
 // (the AVX2 and AVX-512 kernels), 8×8 blocks in registers: 8 row loads, 24
 // shuffles, 8 column stores, twice the elements per store of
 // cpu::transpose_panel's 4×4 SSE blocks (bench_spmm at 99% sparsity, all
-// transposes: 1.73 → 1.23 ms). With AVX-512, 16×16 blocks first, the edges
-// as 8×8 blocks.
+// transposes: 1.73 → 1.23 ms). With AVX-512, 16×16 blocks, the edges
+// masked (a 44-wide edge had 4 columns moved one float at a time).
 template <class Arch>
 inline void transpose_block(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
                             float* dst, int64_t ld_dst) {
 #if defined(__AVX512F__)
   if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-    const int64_t rows16 = rows / 16 * 16, cols16 = cols / 16 * 16;
-    for (int64_t i = 0; i < rows16; i += 16)
-      for (int64_t j = 0; j < cols16; j += 16)
-        transpose_16x16(src + i * ld_src + j, ld_src, dst + j * ld_dst + i, ld_dst);
-    if (cols16 < cols && rows16 > 0)
-      transpose_block<xsimd::fma3<xsimd::avx2>>(src + cols16, ld_src, rows16, cols - cols16,
-                                                dst + cols16 * ld_dst, ld_dst);
-    if (rows16 < rows)
-      transpose_block<xsimd::fma3<xsimd::avx2>>(src + rows16 * ld_src, ld_src, rows - rows16, cols,
-                                                dst + rows16, ld_dst);
+    for (int64_t i = 0; i < rows; i += 16) {
+      const int rr = static_cast<int>(std::min<int64_t>(16, rows - i));
+      for (int64_t j = 0; j < cols; j += 16) {
+        const int cc = static_cast<int>(std::min<int64_t>(16, cols - j));
+        if (rr == 16 && cc == 16)
+          transpose_16x16<false>(src + i * ld_src + j, ld_src, dst + j * ld_dst + i, ld_dst);
+        else
+          transpose_16x16<true>(src + i * ld_src + j, ld_src, dst + j * ld_dst + i, ld_dst, rr, cc);
+      }
+    }
     return;
   }
 #endif

@@ -34,11 +34,12 @@ inline void transpose_16x16(const float* s, int64_t ld_src, float* d, int64_t ld
   const auto col_mask = static_cast<__mmask16>((1u << cols) - 1u);
   __m512 r[16], t[16];
 #pragma GCC unroll 16
-  for (int x = 0; x < 16; ++x)
+  for (int x = 0; x < 16; ++x) {
     r[x] = !Edge      ? _mm512_loadu_ps(s + x * ld_src)
            : x < rows ? _mm512_maskz_loadu_ps(col_mask, s + x * ld_src)
                       : _mm512_setzero_ps();
-    // Rows 2i, 2i+1 interleaved within each 128-bit lane.
+  }
+  // Rows 2i, 2i+1 interleaved within each 128-bit lane.
 #pragma GCC unroll 8
   for (int x = 0; x < 16; x += 2) {
     t[x] = _mm512_unpacklo_ps(r[x], r[x + 1]);

@@ -62,6 +62,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -600,16 +601,19 @@ PreparedOp prepare_conv_sparse(const graph::Operator& op, std::span<const ConstT
   // kW·phases windows of the block's positions plus max_q rows.
   SpardrWeights& w = prep->weights;
   const float* weight = inputs[1].data;
-  const int64_t taps = g.k_h * g.k_w;
-  const int64_t w_nonzeros = count_nonzeros(weight, g.out_channels * g.channels * taps);
+  const int64_t taps = g.k_h * g.k_w, row_floats = g.channels * taps;
+  std::vector<int64_t> channel_nonzeros(static_cast<size_t>(g.out_channels));
+  for (int64_t o = 0; o < g.out_channels; ++o)
+    channel_nonzeros[static_cast<size_t>(o)] = count_nonzeros(weight + o * row_floats, row_floats);
+  const int64_t w_nonzeros =
+      std::accumulate(channel_nonzeros.begin(), channel_nonzeros.end(), int64_t{0});
   const int64_t slice_bytes = prep->rows.count() * g.k_w *
                               (kSpardrMaxBlockPixels + prep->rows.max_q * prep->grid_w) *
                               static_cast<int64_t>(sizeof(float));
   // But at least enough channels that a row of a block has about
   // kMinBlockNonzeros nonzeros: a short row costs more to start and finish
   // (sums loaded and stored, loop exits mispredicted) than its L2 misses.
-  const int64_t total = static_cast<int64_t>(w_nonzeros);
-  const double per_channel = static_cast<double>(total) /
+  const double per_channel = static_cast<double>(w_nonzeros) /
                              static_cast<double>(std::max<int64_t>(1, g.out_channels * g.channels));
   const int64_t min_channels =
       per_channel > 0 ? static_cast<int64_t>(std::ceil(kMinBlockNonzeros / per_channel)) : 1;
@@ -619,10 +623,10 @@ PreparedOp prepare_conv_sparse(const graph::Operator& op, std::span<const ConstT
   w.channel_blocks = std::max<int64_t>(1, (g.channels + block_channels - 1) / block_channels);
   w.row_begin.assign(static_cast<size_t>(w.channel_blocks * g.out_channels + 1), 0);
   // Bucket sort of the channels by nonzero count, most first (§III-C).
-  std::vector<std::vector<int32_t>> buckets(static_cast<size_t>(g.channels * taps + 1));
+  std::vector<std::vector<int32_t>> buckets(static_cast<size_t>(row_floats + 1));
   for (int64_t o = 0; o < g.out_channels; ++o)
-    buckets[static_cast<size_t>(count_nonzeros(weight + o * g.channels * taps, g.channels * taps))]
-        .push_back(static_cast<int32_t>(o));
+    buckets[static_cast<size_t>(channel_nonzeros[static_cast<size_t>(o)])].push_back(
+        static_cast<int32_t>(o));
   for (size_t b = buckets.size(); b-- > 0;)
     w.order.insert(w.order.end(), buckets[b].begin(), buckets[b].end());
   // The rows of each block in that order: the kernel visits them in it, so

@@ -197,14 +197,14 @@ struct ConvSparsePrepared {
 };
 
 struct ConvSparseScratch {
-  std::vector<float> l;           // the chunk's L
-  std::vector<float> row;         // one NHWC input row as [C][in_w]
-  std::vector<float> sums;        // channels × kSpardrMaxBlockPixels
-  std::vector<float> sums_t;      // the same, pixel-major
-  std::vector<float> residual;    // a residual in the other layout than Y
-  std::vector<int32_t> channels;  // the tile's output channels' slots in bucket order
-  std::vector<float> patches;     // the implicit GEMM's A rows of one chunk
-  std::vector<float> grid_y;      // its output on the stacks' padded grid
+  std::vector<float> l;         // the chunk's L
+  std::vector<float> row;       // one NHWC input row as [C][in_w]
+  std::vector<float> sums;      // channels × kSpardrMaxBlockPixels
+  std::vector<float> sums_t;    // the same, pixel-major
+  std::vector<float> residual;  // a residual in the other layout than Y
+  std::vector<int32_t> slots;   // the tile's output channels' slots in bucket order
+  std::vector<float> patches;   // the implicit GEMM's A rows of one chunk
+  std::vector<float> grid_y;    // its output on the stacks' padded grid
 };
 
 ConvSparseScratch& thread_scratch() {
@@ -407,11 +407,11 @@ void run_chunk(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, 
     }
   }
   chunk.epilogue = &epilogue;
-  scratch.channels.clear();
+  scratch.slots.clear();
   for (size_t slot = 0; slot < prep.weights.order.size(); ++slot)
     if (const int32_t c = prep.weights.order[slot]; c >= oc0 && c < oc1)
-      scratch.channels.push_back(static_cast<int32_t>(slot));
-  chunk.channels = scratch.channels.data();
+      scratch.slots.push_back(static_cast<int32_t>(slot));
+  chunk.slots = scratch.slots.data();
   const int64_t sums_floats = (oc1 - oc0) * kSpardrMaxBlockPixels;
   chunk.sums = cpu::grown(scratch.sums, sums_floats);
   chunk.sums_t = y_nhwc ? cpu::grown(scratch.sums_t, sums_floats) : nullptr;

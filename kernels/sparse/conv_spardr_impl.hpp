@@ -86,7 +86,7 @@ void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t* begin = row_begin + b * oc_count;
       for (int64_t i = g0; i < g1; ++i) {
-        const int32_t slot = chunk.channels[i], oc = w.order[static_cast<size_t>(slot)];
+        const int32_t slot = chunk.slots[i], oc = w.order[static_cast<size_t>(slot)];
         if (b > 0 && begin[slot] == begin[slot + 1]) continue;  // nothing to add
         float* sums = chunk.sums + (oc - chunk.oc0) * kSpardrMaxBlockPixels;
         // Loads of L bound the loop (one per FMA): 2 sets of sums in

@@ -43,7 +43,7 @@ struct SpardrChunk {
   int64_t oc0 = 0, oc1 = 0;
   // The slots (in the weights' `order`) of the output channels of
   // [oc0, oc1), ascending.
-  const int32_t* channels = nullptr;
+  const int32_t* slots = nullptr;
   int64_t positions = 0;  // (rows - 1)·grid_w + cols
   int64_t grid_w = 1, cols = 1, row_pixels = 1;
   // Channel-major (NCHW): channel oc, pixel p at y[oc·ld_y + p], bias per

@@ -83,12 +83,12 @@ inline void transpose_16x16(const float* s, int64_t ld_src, float* d, int64_t ld
 #pragma GCC diagnostic pop
 #endif
 
-// dst[j·ld_dst + i] = src[i·ld_src + j] for i < rows, j < cols. With AVX
-// (the AVX2 and AVX-512 kernels), 8×8 blocks in registers: 8 row loads, 24
-// shuffles, 8 column stores, twice the elements per store of
-// cpu::transpose_panel's 4×4 SSE blocks (bench_spmm at 99% sparsity, all
-// transposes: 1.73 → 1.23 ms). With AVX-512, 16×16 blocks, the edges
-// masked (a 44-wide edge had 4 columns moved one float at a time).
+// dst[j·ld_dst + i] = src[i·ld_src + j] for i < rows, j < cols. With
+// AVX-512, 16×16 blocks in registers, the edges masked (through the 8×8
+// path, a 44-wide edge had 4 columns moved one float at a time). With AVX2,
+// 8×8 blocks: 8 row loads, 24 shuffles, 8 column stores, twice the elements
+// per store of cpu::transpose_panel's 4×4 SSE blocks (bench_spmm at 99%
+// sparsity, all transposes: 1.73 → 1.23 ms).
 template <class Arch>
 inline void transpose_block(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
                             float* dst, int64_t ld_dst) {

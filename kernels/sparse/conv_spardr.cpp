@@ -79,9 +79,13 @@ namespace {
 
 constexpr std::string_view kVariant = "cpu.conv_sparse";
 
-// L of one chunk holds about this many floats (1 MiB: half of the 2 MiB L2
-// per core, beside the CSR weights); a chunk is at least one output row.
-constexpr int64_t kReconstructedFloats = int64_t{1} << 18;
+// L of one chunk holds about this many floats (512 KiB: half of a 1 MiB
+// L2, beside the CSR weights and the chunk's output); a chunk is at least
+// one output row. 1 MiB of L spilled to L3 on this Zen 5's 1 MiB L2:
+// pruned ResNet-50's stem (7×7 stride 2, 42 planes of L) 0.60-0.67 ->
+// 0.55-0.59 ms (tessera run --profile, 1 thread, three alternating
+// rounds); 256 KiB chunks were no faster (their halo rows are 30% more L).
+constexpr int64_t kReconstructedFloats = int64_t{1} << 17;
 // L's planes start on a cache line, and where taps reach across rows, its
 // rows are padded to whole lines too, so that every window starts on a
 // line and each of the inner loop's loads is one line, not two; but only

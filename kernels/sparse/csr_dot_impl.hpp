@@ -3,8 +3,11 @@
 // sparse B over a transposed A panel) and conv_spardr_impl.hpp's (output
 // channels over SparDR's reconstructed input, spardr.md §III-C):
 //
-//   out[0, MV·W) (+)= Σ values[p] · x[offsets[p] + (0 .. MV·W)], p in [begin, end)
+//   out[0, MV·W) (+)= Σ values[p] · x[index[p]·Stride + (0 .. MV·W)], p in [begin, end)
 //
+// The GEMM's CSR stores 16-bit panel rows (Stride = the panel's width; a
+// quarter less weight data to stream than 32-bit offsets), SparDR 32-bit
+// offsets into its reconstructed input (Stride 1).
 // One broadcast and one index load per MV FMAs; NC sets of sums rotate
 // between nonzeros so consecutive FMAs do not wait on each other, and are
 // added in order 0, 1, … at the end. The sums are local to this function:
@@ -17,8 +20,8 @@
 namespace tessera::kernels::sparse {
 namespace {
 
-template <class Batch, int MV, int NC>
-inline void csr_dot(const float* x, const int32_t* offsets, const float* values, int64_t begin,
+template <class Batch, int MV, int NC, int64_t Stride = 1, class Index>
+inline void csr_dot(const float* x, const Index* index, const float* values, int64_t begin,
                     int64_t end, bool accumulate, float* out) {
   constexpr int W = static_cast<int>(Batch::size);
   Batch acc[NC][MV];
@@ -33,7 +36,7 @@ inline void csr_dot(const float* x, const int32_t* offsets, const float* values,
 #pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) {
       const Batch w(values[p + c]);
-      const float* row = x + offsets[p + c];
+      const float* row = x + static_cast<int64_t>(index[p + c]) * Stride;
 #pragma GCC unroll 8
       for (int v = 0; v < MV; ++v)
         acc[c][v] = cpu::fused_madd(w, Batch::load_unaligned(row + v * W), acc[c][v]);
@@ -41,7 +44,7 @@ inline void csr_dot(const float* x, const int32_t* offsets, const float* values,
   }
   for (; p < end; ++p) {
     const Batch w(values[p]);
-    const float* row = x + offsets[p];
+    const float* row = x + static_cast<int64_t>(index[p]) * Stride;
 #pragma GCC unroll 8
     for (int v = 0; v < MV; ++v)
       acc[0][v] = cpu::fused_madd(w, Batch::load_unaligned(row + v * W), acc[0][v]);

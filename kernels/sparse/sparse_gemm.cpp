@@ -86,8 +86,8 @@ int64_t csr_k_block(int64_t k, int64_t n, int64_t nonzeros, int64_t panel_rows) 
     if (wanted > static_cast<double>(rows))
       rows = wanted >= static_cast<double>(k) ? k : (static_cast<int64_t>(wanted) + 15) / 16 * 16;
   }
-  // Offsets within a k-block are int32.
-  const int64_t max_rows = std::numeric_limits<int32_t>::max() / panel_rows;
+  // Rows within a k-block are 16-bit (SparseMatrix::Csr::rows).
+  constexpr int64_t max_rows = SparseMatrix::Csr::kMaxBlockRows;
   return std::clamp<int64_t>(rows, 1, std::clamp<int64_t>(k, 1, max_rows));
 }
 
@@ -231,7 +231,7 @@ SparseMatrix pack_sparse_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
   const int64_t k_blocks = csr.k_blocks(k);
   csr.column_begin.assign(static_cast<size_t>(k_blocks * n + 1), 0);
   csr.column_order.resize(static_cast<size_t>(k_blocks * n));
-  csr.offsets.reserve(static_cast<size_t>(csr_nonzeros));
+  csr.rows.reserve(static_cast<size_t>(csr_nonzeros));
   csr.values.reserve(static_cast<size_t>(csr_nonzeros));
   std::vector<int64_t> counts_in_block(static_cast<size_t>(n));
   for (int64_t q = 0; q < k_blocks; ++q) {
@@ -250,7 +250,7 @@ SparseMatrix pack_sparse_b(const float* b, int64_t k, int64_t n, int64_t ldb, bo
       const int64_t j = order[i];
       for (int64_t kk = k0; kk < k1; ++kk) {
         if (!in_csr(kk, j)) continue;
-        csr.offsets.push_back(static_cast<int32_t>((kk - k0) * csr.panel_rows));
+        csr.rows.push_back(static_cast<uint16_t>(kk - k0));
         csr.values.push_back(w.at(kk, j));
       }
       csr.column_begin[q * n + i + 1] = static_cast<int64_t>(csr.values.size());

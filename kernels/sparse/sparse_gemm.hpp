@@ -94,10 +94,12 @@ class SparseMatrix {
   // exits after the same trip count as the previous column's and the
   // branch predictor gets it right: the i-th listed column, column_order[q·N
   // + i], has its nonzeros at column_begin[q·N + i] .. column_begin[q·N + i
-  // + 1], k ascending. offsets holds each nonzero's element offset in the
-  // panel, (k − q·k_block)·panel_rows, so the inner loop does no index
-  // arithmetic; panel_rows is the kernel's M panel for the ISA the matrix
-  // is packed for.
+  // + 1], k ascending. rows holds each nonzero's row in the k-block's
+  // panel, k − q·k_block, in 16 bits (k_block <= kMaxBlockRows): 6 bytes
+  // per nonzero instead of 8 with 32-bit offsets, so a quarter less weight
+  // data to stream (pruned ResNet-50's 2.5 M nonzeros do not stay in a
+  // shared L3 beside the activations); the kernel multiplies by panel_rows,
+  // its M panel for the ISA the matrix is packed for.
   struct Csr {
     static constexpr int64_t kColumnGroup = 256;
     bool present = false;
@@ -105,7 +107,8 @@ class SparseMatrix {
     int64_t panel_rows = 1;
     std::vector<int32_t> column_order;
     std::vector<int64_t> column_begin;
-    std::vector<int32_t> offsets;
+    static constexpr int64_t kMaxBlockRows = int64_t{1} << 16;
+    std::vector<uint16_t> rows;
     std::vector<float> values;
     int64_t k_blocks(int64_t k) const { return k <= 0 ? 1 : (k + k_block - 1) / k_block; }
   };

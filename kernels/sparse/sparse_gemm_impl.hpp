@@ -189,7 +189,7 @@ constexpr int64_t kCsrColumnChunk = 64;
 // measured no faster on AVX-512 and do not fit AVX2's registers.
 template <class Batch, int MB, int UV>
 inline void csr_columns(const float* panel, const int64_t* col_begin, const int32_t* order,
-                        const int32_t* offsets, const float* w, int64_t q, const GemmTile& t,
+                        const uint16_t* rows, const float* w, int64_t q, const GemmTile& t,
                         int64_t n_total, float* yt) {
   constexpr int W = static_cast<int>(Batch::size);
   constexpr int NC = UV >= 4 ? 2 : (8 + UV - 1) / UV;
@@ -212,20 +212,20 @@ inline void csr_columns(const float* panel, const int64_t* col_begin, const int3
       for (int l = 0; l < UV * W; l += 16) __builtin_prefetch(yt + ahead * MB + l, 1);
     }
     if (q > 0 && p == e) continue;
-    csr_dot<Batch, UV, NC>(panel, offsets, w, p, e, q > 0, out);
+    csr_dot<Batch, UV, NC, MB>(panel, rows, w, p, e, q > 0, out);
   }
 }
 
 // csr_columns with UV = vectors (1 <= vectors <= MV), a compile-time count.
 template <class Batch, int MB, int UV>
 inline void csr_columns_of(int vectors, const float* panel, const int64_t* col_begin,
-                           const int32_t* order, const int32_t* offsets, const float* w, int64_t q,
+                           const int32_t* order, const uint16_t* rows, const float* w, int64_t q,
                            const GemmTile& t, int64_t n_total, float* yt) {
   if constexpr (UV > 1)
     if (vectors < UV)
-      return csr_columns_of<Batch, MB, UV - 1>(vectors, panel, col_begin, order, offsets, w, q, t,
+      return csr_columns_of<Batch, MB, UV - 1>(vectors, panel, col_begin, order, rows, w, q, t,
                                                n_total, yt);
-  csr_columns<Batch, MB, UV>(panel, col_begin, order, offsets, w, q, t, n_total, yt);
+  csr_columns<Batch, MB, UV>(panel, col_begin, order, rows, w, q, t, n_total, yt);
 }
 
 // The CSR part of b over the tile, lanes along M: for each MB = MV·W rows
@@ -249,7 +249,7 @@ void csr_tile(const SparseTileRun& run) {
   float* yt = grown(scratch.yt, cols * MB);
   float* y = grown(scratch.y, kCsrColumnChunk * MB);
   const int64_t* begin = csr.column_begin.data();
-  const int32_t* offsets = csr.offsets.data();
+  const uint16_t* block_rows = csr.rows.data();
   const float* w = csr.values.data();
   for (int64_t m = t.m0; m < t.m1; m += MB) {
     const int64_t rows = std::min<int64_t>(MB, t.m1 - m);
@@ -260,7 +260,7 @@ void csr_tile(const SparseTileRun& run) {
       // finite values or zeros; their sums are dropped.
       transpose_block<Arch>(run.a + m * run.lda + k0, run.lda, rows, k1 - k0, panel, MB);
       csr_columns_of<Batch, MB, MV>(vectors, panel, begin + q * n_total,
-                                    csr.column_order.data() + q * n_total, offsets, w, q, t,
+                                    csr.column_order.data() + q * n_total, block_rows, w, q, t,
                                     n_total, yt);
     }
     // Y^T back to rows kCsrColumnChunk columns at a time, through a 16 KB

@@ -116,7 +116,7 @@ void check_packed_once(const Weight& w, const SparseMatrix& m) {
       for (int64_t i = 0; i < n; ++i) {
         const int64_t col = csr.column_order[q * n + i];
         for (int64_t p = csr.column_begin[q * n + i]; p < csr.column_begin[q * n + i + 1]; ++p) {
-          const int64_t row = q * csr.k_block + csr.offsets[p] / csr.panel_rows;
+          const int64_t row = q * csr.k_block + csr.rows[p];
           REQUIRE(row < k);
           ++times[row * n + col];
           value[row * n + col] = csr.values[p];

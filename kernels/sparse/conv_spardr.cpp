@@ -42,9 +42,11 @@
 // blocks). A patch row is kH·kW contiguous runs of C floats of NHWC X (a
 // 1×1 stride-1 conv reads X itself; stride-1 convs overlap the rows of a
 // kW× smaller buffer instead, see build_stacks), Y's rows are written in
-// place, and no transposes of X or of Y are needed. It measured faster than SparDR's
-// reconstruction on every NHWC layer of Table II (bench_spardr), whose
-// inner loop pays two loads per FMA and two transposes per tile in NHWC.
+// place, and no transposes of X or of Y are needed. It measures faster than SparDR's
+// reconstruction on most NHWC layers of Table II (bench_spardr); 3×3
+// stride-1 convs with few input channels on large maps, where the GEMM's
+// A^T panels transpose each input float 9 times, take the reconstruction
+// (kReconstructMaxChannels).
 //
 // Load balancing (§III-C): SparDR bucket-sorts output channels by nonzero
 // count and deals them to threads. Tessera's threads take tiles, fixed
@@ -64,10 +66,6 @@
 #include <memory>
 #include <numeric>
 #include <vector>
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/dense_ops.hpp"
@@ -150,6 +148,21 @@ constexpr double kMaxDensityNhwcOther = 0.30;
 constexpr double kMaxDensityNhwcVsWinogradSmallMap = 0.12;
 constexpr int64_t kSmallMapPixels = 28 * 28;
 
+// NHWC 3×3 stride-1 convs with at most this many input channels and at
+// least kReconstructMinPixels output pixels run SparDR's reconstruction,
+// not the stacked-rows GEMM, when L's rows are whole cache lines (every
+// tap's window aligned). The GEMM transposes each input float 9 times (its
+// A^T panels hold all kH·kW·C patch rows), L holds it kW times over and
+// is read in place; with few channels the GEMM's transposes are the larger
+// cost, with many its L1-sized panels and longer CSR rows win. bench_spardr
+// (1 thread, this Zen 5), reconstruction against stacked rows: CV13 (96
+// channels, 80×80) 1.11 vs 1.24 ms, CV9 (89, 28×28) 0.22 vs 0.22, CV11
+// (192, 40×40) 1.55 vs 1.30, CV10 (512, 14×14) 1.21 vs 1.01; pruned
+// ResNet-50 at 90% (tessera run --profile): layer1's 64-channel 56×56
+// convs 0.36 vs 0.38-0.40 ms, layer2's 128-channel 28×28 ones 0.29 vs 0.31.
+constexpr int64_t kReconstructMaxChannels = 128;
+constexpr int64_t kReconstructMinPixels = 28 * 28;
+
 // Along one axis, tap t = k·dilation reads input phase φ = t mod stride at
 // q = t / stride positions past the output's own (§III-B, Fig. 6(b): a
 // stride-s window is contiguous again within one phase).
@@ -185,6 +198,7 @@ struct ConvSparsePrepared {
   int64_t plane_floats = 0;  // one L plane: (chunk_rows + rows.max_q) rows of grid_w
   int64_t l_floats = 0;      // L with its read slack
   SpardrKernel kernel = nullptr;
+  SpardrRowKernel row_kernel = nullptr;
   // The implicit-GEMM form, packed when X is NHWC at prepare and W has a
   // nonzero: Y[P, OC] = A[P, K] · W^T[K, OC] with K = (kh, kw, c), so a
   // patch row of A is kH·kW contiguous runs of C channels of NHWC X, and a
@@ -202,7 +216,6 @@ struct ConvSparsePrepared {
 
 struct ConvSparseScratch {
   std::vector<float> l;         // the chunk's L
-  std::vector<float> row;       // one NHWC input row as [C][in_w]
   std::vector<float> sums;      // channels × kSpardrMaxBlockPixels
   std::vector<float> sums_t;    // the same, pixel-major
   std::vector<float> residual;  // a residual in the other layout than Y
@@ -277,81 +290,53 @@ SpardrKernel kernel_for_isa(cpu::GemmIsa isa) {
   return spardr_chunk__sse2;
 }
 
-bool is_nhwc(graph::Layout layout, const cpu::ConvGeometry& g) {
-  return layout == graph::Layout::NHWC && g.rank == 4;
+SpardrRowKernel row_kernel_for_isa(cpu::GemmIsa isa) {
+  switch (isa) {
+    case cpu::GemmIsa::kAvx512:
+      return spardr_row__avx512;
+    case cpu::GemmIsa::kAvx2:
+      return spardr_row__avx2;
+    case cpu::GemmIsa::kPortable:
+      break;
+  }
+  return spardr_row__sse2;
 }
 
-// dst[j] = src[start + j·step] for j < cols where that lies in [0, width),
-// else 0 (the padding); src may be null (a padding row).
-void sample_row(const float* src, int64_t width, int64_t start, int64_t step, int64_t cols,
-                float* dst) {
-  if (!src) {
-    std::fill(dst, dst + cols, 0.0f);
-    return;
-  }
-  // j_lo: the first j with start + j·step >= 0; j_hi: the first with >= width.
-  const int64_t j_lo = start >= 0 ? 0 : std::min(cols, (-start + step - 1) / step);
-  const int64_t j_hi =
-      start >= width ? j_lo : std::clamp((width - start + step - 1) / step, j_lo, cols);
-  std::fill(dst, dst + j_lo, 0.0f);
-  if (step == 1) {
-    std::memcpy(dst + j_lo, src + start + j_lo, static_cast<size_t>(j_hi - j_lo) * sizeof(float));
-  } else {
-    const float* s = src + start + j_lo * step;
-    int64_t j = j_lo;
-#if defined(__SSE2__)
-    // Stride 2 (the stems' 7x7 and 3x3 convs), four columns per shuffle:
-    // the scalar loop was 30% of ResNet-50's pruned stem (perf).
-    if (step == 2)
-      for (; j + 4 <= j_hi && s + 8 <= src + width; j += 4, s += 8)
-        _mm_storeu_ps(
-            dst + j, _mm_shuffle_ps(_mm_loadu_ps(s), _mm_loadu_ps(s + 4), _MM_SHUFFLE(2, 0, 2, 0)));
-#endif
-    for (; j < j_hi; ++j, s += step) dst[j] = *s;
-  }
-  std::fill(dst + j_hi, dst + cols, 0.0f);
+bool is_nhwc(graph::Layout layout, const cpu::ConvGeometry& g) {
+  return layout == graph::Layout::NHWC && g.rank == 4;
 }
 
 // Builds the chunk's L (see the top of the file) for output rows
 // [oh0, oh0 + rows) from column ow0 of image n: every grid_w positions of
 // each plane row, so that the positions past the chunk's columns hold
-// zeros or input, never stale scratch.
+// zeros or input, never stale scratch. Each input row is read once per
+// chunk ((hh, φ) determines h uniquely) by the ISA's row kernel.
 void reconstruct_input(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, int64_t oh0,
-                       int64_t rows, int64_t ow0, float* l, ConvSparseScratch& scratch) {
+                       int64_t rows, int64_t ow0, float* l) {
   const cpu::ConvGeometry& g = prep.geometry;
   const int64_t c_count = g.channels, plane = g.in_h * g.in_w;
   const bool nhwc = is_nhwc(args.inputs[0].layout, g);
   const float* image = args.inputs[0].data + n * c_count * plane;
   const int64_t row_phases = prep.rows.count();
   const int64_t rows_needed = rows + prep.rows.max_q;
-  float* row_panel = nhwc ? cpu::grown(scratch.row, c_count * g.in_w) : nullptr;
+  SpardrRow job{.nhwc = nhwc,
+                .ld_channel = plane,
+                .in_w = g.in_w,
+                .channels = c_count,
+                .start = ow0 * g.stride_w - g.pad_left,
+                .step = g.stride_w,
+                .dilation = g.dilation_w,
+                .k_w = g.k_w,
+                .grid_w = prep.grid_w,
+                .channel_stride = row_phases * g.k_w * prep.plane_floats,
+                .kw_stride = prep.plane_floats};
   for (int64_t pi = 0; pi < row_phases; ++pi) {
     for (int64_t hh = 0; hh < rows_needed; ++hh) {
       const int64_t h =
           (oh0 + hh) * g.stride_h + prep.rows.used[static_cast<size_t>(pi)] - g.pad_top;
-      const bool inside = h >= 0 && h < g.in_h;
-      // Channel c's input row h: a plane row of NCHW, or of the transposed
-      // NHWC row (each input row is transposed once per chunk: (hh, φ)
-      // determines h uniquely).
-      const float* rows_base = nullptr;
-      int64_t ld_channel = plane;
-      if (inside && nhwc) {
-        cpu::transpose_panel(image + h * g.in_w * c_count, c_count, g.in_w, c_count, row_panel,
-                             g.in_w);
-        rows_base = row_panel;
-        ld_channel = g.in_w;
-      } else if (inside) {
-        rows_base = image + h * g.in_w;
-      }
-      for (int64_t c = 0; c < c_count; ++c) {
-        const float* src = rows_base ? rows_base + c * ld_channel : nullptr;
-        for (int64_t kw = 0; kw < g.k_w; ++kw) {
-          float* dst =
-              l + ((c * row_phases + pi) * g.k_w + kw) * prep.plane_floats + hh * prep.grid_w;
-          sample_row(src, g.in_w, ow0 * g.stride_w + kw * g.dilation_w - g.pad_left, g.stride_w,
-                     prep.grid_w, dst);
-        }
-      }
+      job.src = h < 0 || h >= g.in_h ? nullptr : image + h * g.in_w * (nhwc ? c_count : 1);
+      job.dst = l + pi * g.k_w * prep.plane_floats + hh * prep.grid_w;
+      prep.row_kernel(job);
     }
   }
 }
@@ -365,7 +350,7 @@ void run_chunk(const TileArgs& args, const ConvSparsePrepared& prep, int64_t n, 
   const cpu::ConvGeometry& g = prep.geometry;
   ConvSparseScratch& scratch = thread_scratch();
   float* l = cpu::grown(scratch.l, prep.l_floats);
-  reconstruct_input(args, prep, n, oh0, rows, ow0, l, scratch);
+  reconstruct_input(args, prep, n, oh0, rows, ow0, l);
 
   const int64_t out_plane = g.out_h * g.out_w, oc = g.out_channels;
   const int64_t pixels = rows == 1 ? cols : rows * g.out_w;
@@ -660,8 +645,13 @@ PreparedOp prepare_conv_sparse(const graph::Operator& op, std::span<const ConstT
           static_cast<int64_t>(w.offsets.size());
     }
   prep->kernel = kernel_for_isa(cpu::gemm_isa());
+  prep->row_kernel = row_kernel_for_isa(cpu::gemm_isa());
   prep->patch_depth = taps * g.channels;
-  if (is_nhwc(inputs[0].layout, g) && w_nonzeros > 0 &&
+  const bool reconstruct =
+      g.k_h == 3 && g.k_w == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 &&
+      g.dilation_w == 1 && g.channels <= kReconstructMaxChannels &&
+      g.out_h * g.out_w >= kReconstructMinPixels && prep->grid_w % kLineFloats == 0;
+  if (is_nhwc(inputs[0].layout, g) && w_nonzeros > 0 && !reconstruct &&
       prep->patch_depth < std::numeric_limits<int32_t>::max()) {
     prep->pointwise_direct = taps == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
                              g.pad_left == 0 && g.out_h == g.in_h && g.out_w == g.in_w;

@@ -8,4 +8,8 @@ void spardr_chunk__avx2(const SpardrChunk& chunk) {
   spardr_chunk_impl<xsimd::fma3<xsimd::avx2>, 4>(chunk);
 }
 
+void spardr_row__avx2(const SpardrRow& row) {
+  spardr_row_impl<xsimd::fma3<xsimd::avx2>>(row);
+}
+
 }  // namespace tessera::kernels::sparse

@@ -12,4 +12,8 @@ void spardr_chunk__avx512(const SpardrChunk& chunk) {
   spardr_chunk_impl<xsimd::avx512f, 4>(chunk);
 }
 
+void spardr_row__avx512(const SpardrRow& row) {
+  spardr_row_impl<xsimd::avx512f>(row);
+}
+
 }  // namespace tessera::kernels::sparse

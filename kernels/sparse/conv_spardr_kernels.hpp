@@ -70,4 +70,26 @@ void spardr_chunk__avx512(const SpardrChunk& chunk);
 void spardr_chunk__avx2(const SpardrChunk& chunk);
 void spardr_chunk__sse2(const SpardrChunk& chunk);
 
+// One input row's part of a chunk's L (FeatureTransform, §III-B): for every
+// input channel c and kernel column kw, the plane row at dst +
+// c·channel_stride + kw·kw_stride gets x_c[start + kw·dilation + j·step]
+// for j < grid_w, zero outside [0, in_w), where x_c is channel c of the
+// row: src[i·channels + c] for NHWC (transposed here, once per row), else
+// src[c·ld_channel + i]. A null src is a padding row: all zeros.
+struct SpardrRow {
+  const float* src = nullptr;
+  bool nhwc = false;
+  int64_t ld_channel = 0;
+  int64_t in_w = 0, channels = 0;
+  int64_t start = 0, step = 1, dilation = 1, k_w = 1, grid_w = 0;
+  float* dst = nullptr;
+  int64_t channel_stride = 0, kw_stride = 0;
+};
+
+using SpardrRowKernel = void (*)(const SpardrRow&);
+
+void spardr_row__avx512(const SpardrRow& row);
+void spardr_row__avx2(const SpardrRow& row);
+void spardr_row__sse2(const SpardrRow& row);
+
 }  // namespace tessera::kernels::sparse

@@ -8,4 +8,8 @@ void spardr_chunk__sse2(const SpardrChunk& chunk) {
   spardr_chunk_impl<xsimd::sse2, 4>(chunk);
 }
 
+void spardr_row__sse2(const SpardrRow& row) {
+  spardr_row_impl<xsimd::sse2>(row);
+}
+
 }  // namespace tessera::kernels::sparse

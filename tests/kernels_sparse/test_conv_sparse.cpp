@@ -341,8 +341,14 @@ TEST_CASE("cpu.conv_sparse: the NHWC implicit-GEMM routes, with several chunks p
   pointwise_padded.pad_top = pointwise_padded.pad_right = 1;
   single.in_h = single.in_w = 1;
   single.channels = 1;
-  for (const ConvSpec& base : {three, dilated_h, dilated_w, strided, uneven, pointwise,
-                               pointwise_strided, pointwise_padded, single})
+  // 3x3 stride 1 with at most 128 channels on at least 28x28 outputs whose
+  // rows are whole lines (out_w 32) reconstructs L from the NHWC rows
+  // instead; out_w 30 (rows not whole lines) stays on the stacked rows.
+  const ConvSpec few_channels = padded_3x3(61, 19, 29, 32);
+  const ConvSpec few_channels_unaligned = padded_3x3(61, 19, 29, 30);
+  for (const ConvSpec& base :
+       {three, dilated_h, dilated_w, strided, uneven, pointwise, pointwise_strided,
+        pointwise_padded, single, few_channels, few_channels_unaligned})
     for (int v = 0; v < 3; ++v) {
       ConvSpec s = variant_of(base, v, rng, {0.05, 0.17, 0.6});
       s.x_layout = s.y_layout = s.r_layout = Layout::NHWC;

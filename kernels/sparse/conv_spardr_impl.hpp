@@ -211,16 +211,29 @@ void spardr_row_impl(const SpardrRow& row) {
   const int64_t last = row.start + (row.k_w - 1) * row.dilation + (row.grid_w - 1) * row.step;
   const int64_t left = row.start < 0 ? (-row.start + W - 1) / W * W : 0;
   const int64_t ld = (left + std::max(row.in_w, last + 1) + 2 * W + W - 1) / W * W;
-  thread_local std::vector<float> scratch;
-  float* panel = cpu::grown(scratch, row.channels * ld);
-  for (int64_t c = 0; c < row.channels; ++c) {
-    float* p = panel + c * ld;
-    std::fill(p, p + left, 0.0f);
-    std::fill(p + left + row.in_w, p + ld, 0.0f);
-    if (!row.nhwc)
-      std::memcpy(p + left, row.src + c * row.ld_channel,
-                  static_cast<size_t>(row.in_w) * sizeof(float));
+  // Only the rows' interiors are ever written, so the margins stay zero
+  // from one row to the next of the same geometry: they are cleared when
+  // it changes (zeroing them per row was a fifth of the row's time).
+  struct Panel {
+    std::vector<float> buffer;
+    float* data = nullptr;
+    int64_t channels = 0, ld = 0, left = 0, in_w = 0;
+  };
+  thread_local Panel cached;
+  float* panel = cpu::grown(cached.buffer, row.channels * ld);
+  if (panel != cached.data || row.channels != cached.channels || ld != cached.ld ||
+      left != cached.left || row.in_w != cached.in_w) {
+    std::fill_n(panel, row.channels * ld, 0.0f);
+    cached.data = panel;
+    cached.channels = row.channels;
+    cached.ld = ld;
+    cached.left = left;
+    cached.in_w = row.in_w;
   }
+  if (!row.nhwc)
+    for (int64_t c = 0; c < row.channels; ++c)
+      std::memcpy(panel + c * ld + left, row.src + c * row.ld_channel,
+                  static_cast<size_t>(row.in_w) * sizeof(float));
   if (row.nhwc)
     transpose_block<Arch>(row.src, row.channels, row.in_w, row.channels, panel + left, ld);
   for (int64_t c = 0; c < row.channels; ++c)

@@ -181,9 +181,11 @@ struct ArenaPlan {
 // The memory plan at the reuse distance asked for or, for
 // kAutoReuseDistance, at the one chosen as above; `nodes` get that plan's
 // ordering edges. Each distance is planned once: the chosen trial is kept.
-ArenaPlan plan_arena(const Graph& graph, std::vector<TileNode>& nodes, int32_t reuse_distance) {
+ArenaPlan plan_arena(const Graph& graph, std::vector<TileNode>& nodes, int32_t reuse_distance,
+                     const KernelForecast* forecast) {
   auto plan_at = [&](std::vector<TileNode>& trial, int32_t distance) {
-    return plan_memory(graph, trial, MemoryPlanOptions{.reuse_distance = distance});
+    return plan_memory(graph, trial,
+                       MemoryPlanOptions{.reuse_distance = distance, .forecast = forecast});
   };
   if (reuse_distance != CompileOptions::kAutoReuseDistance)
     return {plan_at(nodes, reuse_distance), reuse_distance};
@@ -274,7 +276,8 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       build_tile_nodes(graph, TilerOptions{.tiles = options.tiles,
                                            .threads = options.threads,
                                            .kernel_forecast = options.kernel_forecast.get()});
-  auto [plan, reuse_distance] = plan_arena(graph, nodes, options.reuse_distance);
+  auto [plan, reuse_distance] =
+      plan_arena(graph, nodes, options.reuse_distance, options.kernel_forecast.get());
 
   TileGraph tg;
   auto store = std::make_shared<WeightStore>();
@@ -326,9 +329,10 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
         if (f.producer == op.name)
           r.note += (r.note.empty() ? "" : "; ") + ("activation '" + f.activation + "' fused in");
       if (plan.alias_of[static_cast<size_t>(op.outputs[0])] >= 0)
-        r.note +=
-            (r.note.empty() ? "" : "; ") +
-            std::string(is_alias_op(graph, op) ? "alias (no copy)" : "written over its input");
+        r.note += (r.note.empty() ? "" : "; ") +
+                  std::string(is_alias_op(graph, op)    ? "alias (no copy)"
+                              : op.attrs.fused_residual ? "written over its residual input"
+                                                        : "written over its input");
       report->ops.push_back(std::move(r));
     }
     report->nodes = static_cast<int64_t>(nodes.size());

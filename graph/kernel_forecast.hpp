@@ -18,6 +18,15 @@ class KernelForecast {
   // blocks (tiler.cpp, winograd_tiling). A sparse weight's conv that runs
   // the sparse kernel instead wants plain runs of rows.
   virtual bool runs_winograd(const Graph& graph, int32_t op_index) const = 0;
+  // Whether op `op_index`, a Conv with a fused residual, may write its
+  // output over that residual (graph/memory_plan.cpp): its kernel reads
+  // each residual element, in the output's layout, before writing the same
+  // element of the output, and no other.
+  virtual bool writes_over_residual(const Graph& graph, int32_t op_index) const {
+    (void)graph;
+    (void)op_index;
+    return false;
+  }
 };
 
 }  // namespace tessera::graph

@@ -25,6 +25,12 @@
 // the scores an attention head's QK^T tile just left in cache are
 // overwritten there instead of a second buffer being pulled in from memory
 // for the output. X and the output form one alias group too.
+//
+// A Conv with a fused residual R writes its output over R where its kernel
+// finishes each element in R's element's place and every other reader of
+// R's bytes is done there first (MemoryPlanOptions::forecast): the output
+// goes into the lines R was just read from. A chain of residual blocks
+// then keeps one buffer (ResNet-50's 16 bottleneck outputs).
 #include "graph/memory_plan.hpp"
 
 #include <algorithm>
@@ -32,6 +38,7 @@
 #include <limits>
 #include <span>
 
+#include "graph/dependency.hpp"
 #include "graph/error.hpp"
 
 namespace tessera::graph {
@@ -39,6 +46,73 @@ namespace {
 
 uint64_t align_up(uint64_t v) {
   return (v + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+bool overlaps(const Region& a, const Region& b) {
+  if (a.begin.size() != b.begin.size()) return true;  // not comparable: assume the worst
+  for (size_t d = 0; d < a.begin.size(); ++d)
+    if (a.end[d] <= b.begin[d] || b.end[d] <= a.begin[d]) return false;
+  return true;
+}
+
+// Whether op `op_index`'s output may take the bytes of its fused residual
+// R (MemoryPlanOptions::forecast), which `residual_bytes` (R and the
+// tensors written over before it, all of R's shape) occupy: every tile of
+// another op that reads a region of them overlapping a tile of this op's
+// output is an ancestor of that tile, so it has read there before the
+// tile overwrites it. A reader that is not an ancestor (a later op, or a
+// tile beside it) keeps R apart.
+bool residual_reads_done_first(const Graph& graph, size_t op_index,
+                               std::span<const int32_t> residual_bytes,
+                               std::span<const TileNode> nodes, std::span<const int32_t> first_tile,
+                               const std::vector<std::vector<int32_t>>& parents) {
+  auto in_residual = [&](int32_t t) {
+    return std::find(residual_bytes.begin(), residual_bytes.end(), t) != residual_bytes.end();
+  };
+  auto tiles_of = [&](size_t i) {
+    int32_t end = first_tile[i];
+    while (static_cast<size_t>(end) < nodes.size() && static_cast<size_t>(nodes[end].op) == i)
+      ++end;
+    return std::pair{first_tile[i], end};
+  };
+  const auto [w_begin, w_end] = tiles_of(op_index);
+  std::vector<std::vector<bool>> ancestors;  // per writer tile, computed on first use
+  auto is_ancestor = [&](int32_t maybe, int32_t tile) {
+    std::vector<bool>& seen = ancestors[static_cast<size_t>(tile - w_begin)];
+    if (seen.empty()) {
+      seen.assign(nodes.size(), false);
+      std::vector<int32_t> stack{tile};
+      while (!stack.empty()) {
+        const int32_t n = stack.back();
+        stack.pop_back();
+        for (int32_t p : parents[static_cast<size_t>(n)])
+          if (!seen[static_cast<size_t>(p)]) {
+            seen[static_cast<size_t>(p)] = true;
+            stack.push_back(p);
+          }
+      }
+    }
+    return static_cast<bool>(seen[static_cast<size_t>(maybe)]);
+  };
+  ancestors.resize(static_cast<size_t>(w_end - w_begin));
+  for (size_t j = 0; j < graph.ops.size(); ++j) {
+    const Operator& reader = graph.ops[j];
+    if (j == op_index || std::none_of(reader.inputs.begin(), reader.inputs.end(), in_residual))
+      continue;
+    std::vector<Shape> shapes;
+    for (int32_t t : reader.inputs) shapes.push_back(graph.tensors[static_cast<size_t>(t)].shape);
+    const Shape& out = graph.tensors[static_cast<size_t>(reader.outputs[0])].shape;
+    const auto [r_begin, r_end] = tiles_of(j);
+    for (int32_t r = r_begin; r < r_end; ++r)
+      for (const InputDependency& dep :
+           tile_dependencies(reader, shapes, out, nodes[static_cast<size_t>(r)].region)) {
+        if (!in_residual(reader.inputs[static_cast<size_t>(dep.operand)])) continue;
+        for (int32_t w = w_begin; w < w_end; ++w)
+          if (overlaps(dep.region, nodes[static_cast<size_t>(w)].region) && !is_ancestor(r, w))
+            return false;
+      }
+  }
+  return true;
 }
 
 }  // namespace
@@ -130,6 +204,47 @@ MemoryPlan plan_memory(const Graph& graph, std::vector<TileNode>& nodes,
           plan.alias_of[t] = static_cast<int32_t>(in);
         }
       readers[in] = readers[out];
+    }
+
+    // Convs written over their fused residual (MemoryPlanOptions::forecast),
+    // where the residual has the output's shape and type, is not also the
+    // conv's input, and is read by nothing that does not run first.
+    if (options.forecast) {
+      std::vector<std::vector<int32_t>> parents(nodes.size());
+      for (size_t n = 0; n < nodes.size(); ++n)
+        for (int32_t c : nodes[n].children)
+          parents[static_cast<size_t>(c)].push_back(static_cast<int32_t>(n));
+      for (size_t i = 0; i < graph.ops.size(); ++i) {
+        const Operator& op = graph.ops[i];
+        if (op.type != OpType::Conv || !op.attrs.fused_residual || op.inputs.size() != 4) continue;
+        const int32_t residual = op.inputs[3];
+        const size_t in = group(residual), out = group(op.outputs[0]);
+        const TensorInfo& r = graph.tensors[static_cast<size_t>(residual)];
+        const TensorInfo& y = graph.tensors[static_cast<size_t>(op.outputs[0])];
+        if (in == out || pinned[in] || pinned[out] || r.is_weight || r.shape != y.shape ||
+            r.dtype != y.dtype || group(op.inputs[0]) == in)
+          continue;
+        // R's bytes may already hold earlier tensors (a chain of residual
+        // blocks writes each output over the last); all must be of R's
+        // shape (no Reshape among them) for their readers' regions to
+        // compare with this op's tiles.
+        std::vector<int32_t> members;
+        bool same_shapes = true;
+        for (size_t t = 0; t < tensor_count; ++t)
+          if (group(static_cast<int32_t>(t)) == in) {
+            members.push_back(static_cast<int32_t>(t));
+            same_shapes = same_shapes && graph.tensors[t].shape == r.shape;
+          }
+        if (!same_shapes) continue;
+        if (!options.forecast->writes_over_residual(graph, static_cast<int32_t>(i))) continue;
+        if (!residual_reads_done_first(graph, i, members, nodes, first_tile, parents)) continue;
+        for (size_t t = 0; t < tensor_count; ++t)
+          if (static_cast<size_t>(root[t]) == out) {
+            root[t] = static_cast<int32_t>(in);
+            plan.alias_of[t] = static_cast<int32_t>(in);
+          }
+        readers[in] += readers[out];
+      }
     }
   }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "graph/kernel_forecast.hpp"
 #include "graph/tile_graph.hpp"
 
 namespace tessera::graph {
@@ -19,8 +20,10 @@ struct MemoryPlan {
   uint64_t bytes_without_reuse = 0;  // sum of the aligned sizes of all arena tensors
   // Per graph tensor: the tensor whose bytes it shares (the root of a chain
   // of Reshape/Flatten outputs, which are the same row-major data as their
-  // input, and of Softmax outputs written over their input,
-  // writes_over_input()), else -1. Both have the same offset.
+  // input, of Softmax outputs written over their input,
+  // writes_over_input(), and of Conv outputs written over their fused
+  // residual, MemoryPlanOptions::forecast), else -1. Both have the same
+  // offset.
   std::vector<int32_t> alias_of;
   // Ordering edges added for bounded run-ahead (MemoryPlanOptions).
   int64_t added_edges = 0;
@@ -49,6 +52,16 @@ struct MemoryPlanOptions {
   // D ops ahead of another over those bytes. Edges only go from earlier to
   // later ops, so the graph stays acyclic. 0: reuse only what is provable.
   int32_t reuse_distance = 0;
+  // The kernels' answers (graph/kernel_forecast.hpp), or null. A Conv with a
+  // fused residual whose kernel writes over it (writes_over_residual())
+  // gets the residual's bytes for its output where nothing reads the
+  // residual afterwards: every other reader tile of a residual region is a
+  // tile-graph ancestor of the tile that overwrites it, and the residual
+  // is neither a graph input nor output. The output is then written into
+  // the cache lines the residual was just read from, instead of lines
+  // pulled in from memory for a buffer of its own (ResNet-50's 16
+  // bottleneck outputs).
+  const KernelForecast* forecast = nullptr;
 };
 
 // `nodes` is build_tile_nodes(graph, ...)'s result (TileNode::op indexes

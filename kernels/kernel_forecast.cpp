@@ -27,6 +27,12 @@ std::string ChoiceForecast::kernel_for(const graph::Graph& graph, int32_t op_ind
   return choose_kernel(op, inputs, policy_, disabled_).kernel;
 }
 
+bool ChoiceForecast::writes_over_residual(const graph::Graph& graph, int32_t op_index) const {
+  const graph::Operator& op = graph.ops.at(static_cast<size_t>(op_index));
+  return op.type == graph::OpType::Conv && op.attrs.fused_residual &&
+         kernel_for(graph, op_index) == "cpu.conv_sparse";
+}
+
 bool ChoiceForecast::runs_winograd(const graph::Graph& graph, int32_t op_index) const {
   return kernel_for(graph, op_index) == "cpu.conv_winograd";
 }

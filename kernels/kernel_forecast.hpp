@@ -21,6 +21,12 @@ class ChoiceForecast final : public graph::KernelForecast {
   ChoiceForecast(KernelPolicy policy, std::vector<std::string_view> disabled, graph::Layout maps);
 
   bool runs_winograd(const graph::Graph& graph, int32_t op_index) const override;
+  // cpu.conv_sparse: every route finishes an output element right after
+  // reading its residual element (kernels/sparse/conv_spardr.cpp; the
+  // sparse GEMM's multi-part layouts accumulate onto the residual instead,
+  // sparse_gemm_tile()). The dense convs' K-blocked GEMMs store partial
+  // sums into the output before the residual is read.
+  bool writes_over_residual(const graph::Graph& graph, int32_t op_index) const override;
 
   // The variant choose_kernel() takes for op `op_index` (empty if none).
   std::string kernel_for(const graph::Graph& graph, int32_t op_index) const;

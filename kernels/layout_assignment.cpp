@@ -94,6 +94,18 @@ LayoutAssignment assign_layouts(graph::TileGraph& graph, LayoutPolicy policy) {
         }
         break;
     }
+    // An output written over its fused residual (graph/memory_plan.hpp: the
+    // two share their arena bytes) takes the residual's order: the kernel
+    // finishes each output element in its residual element's place.
+    if (op.attrs.fused_residual && op.inputs.size() == 4) {
+      const int32_t r = op.inputs[3];
+      const graph::CompiledTensor& residual = graph.tensors[static_cast<size_t>(r)];
+      const graph::CompiledTensor& output = graph.tensors[static_cast<size_t>(out)];
+      if (residual.storage == graph::TensorStorage::Arena &&
+          output.storage == graph::TensorStorage::Arena &&
+          residual.arena_offset == output.arena_offset && r != out)
+        groups.unite(r, out);
+    }
   }
   // A group is NHWC only if every member may be.
   std::vector<bool> group_ok(count, true);

@@ -708,6 +708,14 @@ void conv_sparse(const TileArgs& args) {
     cpu::fail_op(kVariant, args.op,
                  "residual shape " + graph::shape_to_string(*args.inputs[3].shape) +
                      " differs from the output shape " + graph::shape_to_string(y_shape));
+  // An output written over its residual (graph/memory_plan.hpp) must share
+  // its layout: each element is finished in its residual element's place.
+  if (args.input_count == 4 && args.inputs[3].data == args.output.data &&
+      args.inputs[3].layout != args.output.layout)
+    cpu::fail_op(kVariant, args.op,
+                 "the output shares the residual's bytes but not its layout (" +
+                     std::string(graph::layout_name(args.output.layout)) + " output, " +
+                     std::string(graph::layout_name(args.inputs[3].layout)) + " residual)");
   const graph::Region& r = *args.region;
   if (r.empty()) return;
 

@@ -290,10 +290,25 @@ void sparse_gemm_tile(const float* a, int64_t lda, const SparseMatrix& b, float*
   // and runs the epilogue. All run per chunk of rows, so the chunk's rows
   // of A and C are still in L2 when the next part reads them again (whole
   // tiles would stream A and C from memory once per part).
-  const GemmEpilogue first{.accumulate = epilogue.accumulate};
+  GemmEpilogue first{.accumulate = epilogue.accumulate};
   const GemmEpilogue middle{.accumulate = true};
   GemmEpilogue last = epilogue;
   last.accumulate = true;
+  // C written over its own residual (graph/memory_plan.hpp): the first
+  // part's bare product would overwrite the residual before the last part
+  // reads it. C already holds the residual, so every part adds to it and
+  // the last one runs the epilogue without it; that is the same sum where
+  // the residual comes before the activation.
+  if (epilogue.residual == c && epilogue.ld_residual == ldc) {
+    if (epilogue.accumulate ||
+        (epilogue.activation != cpu::GemmActivation::kNone &&
+         epilogue.residual_position == cpu::GemmResidual::kAfterActivation))
+      throw std::invalid_argument(
+          "sparse_gemm_tile: C is its own residual, which a layout of several parts can only "
+          "add before the activation and without accumulating");
+    first.accumulate = true;
+    last.residual = nullptr;
+  }
   for (int64_t m = tile.m0; m < tile.m1; m += kPartRowChunk) {
     run.tile.m0 = m;
     run.tile.m1 = std::min(tile.m1, m + kPartRowChunk);

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "brute_force_reads.hpp"
 #include "graph/memory_plan.hpp"
 #include "graph/tiler.hpp"
 #include "random_graphs.hpp"
@@ -60,6 +61,12 @@ std::vector<std::vector<bool>> closure(const std::vector<TileNode>& nodes) {
   return anc;
 }
 
+bool inside(const Region& region, const Coord& at) {
+  for (size_t d = 0; d < at.size(); ++d)
+    if (at[d] < region.begin[d] || at[d] >= region.end[d]) return false;
+  return true;
+}
+
 // x finished (all its accesses) before any byte of y is written.
 bool finished_before(const Usage& u, const std::vector<std::vector<bool>>& anc, size_t x,
                      size_t y) {
@@ -95,8 +102,37 @@ void check_plan(const Graph& g, const std::vector<TileNode>& nodes, const Memory
     CAPTURE(t);
     REQUIRE(producer[t] >= 0);
     const Operator& op = g.ops[static_cast<size_t>(producer[t])];
-    CHECK((op.type == OpType::Reshape || op.type == OpType::Flatten || op.type == OpType::Softmax));
-    const int32_t in = op.inputs.at(0);
+    const bool over_residual = op.type == OpType::Conv && op.attrs.fused_residual;
+    CHECK((op.type == OpType::Reshape || op.type == OpType::Flatten || op.type == OpType::Softmax ||
+           over_residual));
+    const int32_t in = over_residual ? op.inputs.at(3) : op.inputs.at(0);
+    if (over_residual) {
+      // Written over its residual: every element another op's tile reads
+      // from those bytes, where this conv's tile writes, is read by an
+      // ancestor of that tile (brute force over each reader's elements).
+      const auto anc = closure(nodes);
+      for (size_t j = 0; j < g.ops.size(); ++j) {
+        if (static_cast<int32_t>(j) == producer[t]) continue;
+        const Operator& reader = g.ops[j];
+        std::vector<Shape> shapes;
+        for (int32_t x : reader.inputs) shapes.push_back(g.tensors[static_cast<size_t>(x)].shape);
+        for (size_t r = 0; r < nodes.size(); ++r) {
+          if (static_cast<size_t>(nodes[r].op) != j) continue;
+          for_each_coord(nodes[r].region, [&](const Coord& o) {
+            brute_force_reads(reader, shapes, o, [&](int32_t operand, const Coord& at) {
+              const int32_t x = reader.inputs[static_cast<size_t>(operand)];
+              const int32_t xr = plan.alias_of[static_cast<size_t>(x)];
+              // The bytes' earlier values: tensors of the group written
+              // before this conv's output (later ones are read after it).
+              if ((xr >= 0 ? xr : x) != root || producer[static_cast<size_t>(x)] >= producer[t])
+                return;
+              for (size_t w = 0; w < nodes.size(); ++w)
+                if (nodes[w].op == producer[t] && inside(nodes[w].region, at)) CHECK(anc[r][w]);
+            });
+          });
+        }
+      }
+    }
     if (op.type == OpType::Softmax) {
       // Written over its input: its tiles hold whole rows, and no other op
       // reads the input's values (under any shape), nor is it an input or
@@ -401,4 +437,59 @@ TEST_CASE("memory plan: Reshape chains alias their input, live as one buffer") {
     for (int32_t t : {x, t2, t3, t4, rw, sum})
       CHECK(plan.offsets[static_cast<size_t>(t)] != plan.offsets[static_cast<size_t>(t1)]);
   }
+}
+
+namespace {
+
+// Answers writes_over_residual() with `yes` for every op.
+struct ResidualForecast final : KernelForecast {
+  bool yes = true;
+  bool runs_winograd(const Graph&, int32_t) const override { return false; }
+  bool writes_over_residual(const Graph&, int32_t) const override { return yes; }
+};
+
+}  // namespace
+
+TEST_CASE("memory plan: a conv writes over its fused residual only where its readers are done") {
+  // t = relu(x) -> conv1x1 -> conv3x3 -> conv1x1 + t (fused) = y -> relu:
+  // y takes t's bytes. Not where t is read again later, is a graph output,
+  // or the forecast says no; and, with row tiles, not where t's other
+  // reader is a 3x3 conv whose tile reads rows the residual conv's
+  // neighbouring tile overwrites.
+  auto build = [&](int variant) {
+    GraphBuilder b;
+    int32_t x = b.input("x", {1, 8, 16, 16});
+    int32_t t = b.op(OpType::Relu, {x});
+    auto conv = [&](int32_t in, int64_t k, int32_t residual) {
+      OpAttributes a = spatial_attrs({k, k}, {1, 1}, {k / 2, k / 2, k / 2, k / 2}, {1, 1});
+      a.fused_residual = residual >= 0;
+      const std::string n = std::to_string(b.g.ops.size());
+      std::vector<int32_t> inputs = {in, b.weight("w" + n, {8, 8, k, k}), b.weight("b" + n, {8})};
+      if (residual >= 0) inputs.push_back(residual);
+      return b.op(OpType::Conv, inputs, a);
+    };
+    const int32_t u = conv(t, variant == 6 ? 3 : 1, -1);
+    const int32_t y = conv(variant == 6 ? u : conv(u, 3, -1), 1, t);
+    int32_t last = y;
+    if (variant == 5) last = conv(conv(y, 1, -1), 1, y);  // a chain of residual blocks
+    b.g.outputs = {b.op(OpType::Relu, {last})};
+    if (variant == 1) b.g.outputs.push_back(b.op(OpType::Relu, {t}));  // t read again
+    if (variant == 2) b.g.outputs.push_back(t);                        // a graph output
+    return std::make_tuple(b.g, t, y, last);
+  };
+  ResidualForecast forecast;
+  for (int variant = 0; variant <= 6; ++variant)
+    for (int32_t tiles : {1, 4}) {
+      CAPTURE(variant);
+      CAPTURE(tiles);
+      auto [g, t, y, last] = build(variant);
+      auto nodes = build_tile_nodes(g, TilerOptions{tiles, 1});
+      forecast.yes = variant != 4;
+      MemoryPlan plan = plan_memory(g, nodes, {.forecast = variant == 3 ? nullptr : &forecast});
+      check_plan(g, nodes, plan);
+      const bool over = plan.alias_of[static_cast<size_t>(y)] == t;
+      CHECK(over == (variant == 0 || variant == 5 || (variant == 6 && tiles == 1)));
+      if (over) CHECK(plan.offsets[static_cast<size_t>(y)] == plan.offsets[static_cast<size_t>(t)]);
+      if (variant == 5) CHECK(plan.alias_of[static_cast<size_t>(last)] == t);
+    }
 }

@@ -295,6 +295,41 @@ TEST_CASE("assign_layouts: NHWC between NHWC-capable kernels, never at the model
   }
 }
 
+TEST_CASE("assign_layouts: an output written over its fused residual keeps the residual's order") {
+  // y1 = conv1(x); y2 = conv2(y1) + y1 (fused); y1 also feeds an NCHW-only
+  // Flatten. Where y2 shares y1's bytes (graph/memory_plan.hpp) y2 stays
+  // NCHW with y1; where it has bytes of its own it may be NHWC.
+  Builder b;
+  const int32_t x = b.tensor("x", {1, 4, 9, 9});
+  b.g.inputs = {x};
+  const int32_t y1 =
+      b.op(OpType::Conv, {x, b.tensor("w1", {4, 4, 3, 3}, true)}, spatial(3, 1), "conv1");
+  graph::OpAttributes fused = spatial(1, 0);
+  fused.fused_residual = true;
+  const int32_t y2 =
+      b.op(OpType::Conv, {y1, b.tensor("w2", {4, 4, 1, 1}, true), b.tensor("b2", {4}, true), y1},
+           fused, "conv2");
+  const int32_t y3 =
+      b.op(OpType::Conv, {y2, b.tensor("w3", {4, 4, 1, 1}, true)}, spatial(1, 0), "conv3");
+  graph::OpAttributes flat;
+  flat.axis = 1;
+  flat.new_shape = {1, 4 * 9 * 9};
+  b.g.outputs = {y3, b.op(OpType::Flatten, {y1}, flat, "flatten")};
+  for (const bool shared : {false, true}) {
+    CAPTURE(shared);
+    graph::TileGraph tg = compiled(b.g, KernelPolicy::Fastest);
+    graph::CompiledTensor& out = tg.tensors[static_cast<size_t>(y2)];
+    const uint64_t residual_offset = tg.tensors[static_cast<size_t>(y1)].arena_offset;
+    if (shared)
+      out.arena_offset = residual_offset;
+    else if (out.arena_offset == residual_offset)
+      out.arena_offset += 64;
+    assign_layouts(tg, LayoutPolicy::Auto);
+    CHECK(layout_of(tg, "conv1.out") == Layout::NCHW);  // the Flatten reads it
+    CHECK(layout_of(tg, "conv2.out") == (shared ? Layout::NCHW : Layout::NHWC));
+  }
+}
+
 // cpu.conv_depthwise is Uniform over X, Y and the residual; its weights
 // (rank 4, H·W > 1, never NHWC) must not tie the activations to NCHW.
 TEST_CASE("assign_layouts: a depthwise conv between convs runs NHWC, its weights stay NCHW") {

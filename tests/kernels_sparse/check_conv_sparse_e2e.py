@@ -4,7 +4,9 @@ pruned convs (and the dense kernels for its dense one, the report saying why not
 the compiled model's output matches ONNX Runtime's.
 
 The model: Conv 3x3 pad 1 (85% pruned, an empty output channel) -> Relu -> Conv 1x1 stride 2
-(90% pruned) -> Relu -> Conv 3x3 pad 1 (90% pruned) + residual Add -> Relu -> Conv 3x3 dense.
+(90% pruned) -> Relu = r2 -> Conv 1x1 (90% pruned) -> Relu -> Conv 3x3 pad 1 (90% pruned) + r2
+(a residual Add) -> Relu -> Conv 3x3 dense. The residual conv writes its output over r2, whose
+other reader runs before it (the report says so): the output then checks that in-place sum.
 
     check_conv_sparse_e2e.py --tessera build/bin/tessera --work-dir DIR
 """
@@ -36,6 +38,7 @@ def make_model(rng: np.random.Generator) -> onnx.ModelProto:
   inits = {
       "w1": w1, "b1": rng.standard_normal(32).astype(np.float32),
       "w2": prune(weight([24, 32, 1, 1]), 0.9), "b2": rng.standard_normal(24).astype(np.float32),
+      "w2b": prune(weight([24, 24, 1, 1]), 0.9), "b2b": rng.standard_normal(24).astype(np.float32),
       "w3": prune(weight([24, 24, 3, 3]), 0.9), "b3": rng.standard_normal(24).astype(np.float32),
       "w4": weight([8, 24, 3, 3]), "b4": rng.standard_normal(8).astype(np.float32),
   }
@@ -46,7 +49,9 @@ def make_model(rng: np.random.Generator) -> onnx.ModelProto:
       helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", kernel_shape=[1, 1],
                        strides=[2, 2]),
       helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
-      helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], name="conv3", kernel_shape=[3, 3],
+      helper.make_node("Conv", ["r2", "w2b", "b2b"], ["c2b"], name="conv2b", kernel_shape=[1, 1]),
+      helper.make_node("Relu", ["c2b"], ["r2b"], name="relu2b"),
+      helper.make_node("Conv", ["r2b", "w3", "b3"], ["c3"], name="conv3", kernel_shape=[3, 3],
                        pads=[1, 1, 1, 1]),
       helper.make_node("Add", ["c3", "r2"], ["s3"], name="residual"),
       helper.make_node("Relu", ["s3"], ["r3"], name="relu3"),
@@ -86,11 +91,14 @@ def main() -> int:
     fields = line.split()
     if len(fields) >= 3 and fields[1] == "Conv":
       kernels[fields[0]] = fields[2]
-  for name in ("conv1", "conv2", "conv3"):
+  for name in ("conv1", "conv2", "conv2b", "conv3"):
     if kernels.get(name) != "cpu.conv_sparse":
       failures.append(f"{name} ran on {kernels.get(name)}, expected cpu.conv_sparse")
   if kernels.get("conv4_dense") in (None, "cpu.conv_sparse", "reference"):
     failures.append(f"the dense conv ran on {kernels.get('conv4_dense')}")
+  if not any(line.split()[:1] == ["conv3"] and "written over its residual input" in line
+             for line in proc.stdout.splitlines()):
+    failures.append("conv3 is not written over its residual r2")
   if "cpu.conv_sparse: weight density 100.0%" not in proc.stdout:
     failures.append("the report does not say why the dense conv is not sparse")
 

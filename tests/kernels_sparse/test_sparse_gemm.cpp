@@ -85,6 +85,9 @@ struct EpilogueCase {
   cpu::GemmActivation activation = cpu::GemmActivation::kNone;
   bool residual = false;
   cpu::GemmResidual position = cpu::GemmResidual::kBeforeActivation;
+  // The residual is C's own starting value (ep.residual == C, a conv written
+  // over its fused residual: graph/memory_plan.hpp).
+  bool residual_in_c = false;
 };
 
 EpilogueCase random_epilogue(std::mt19937_64& rng) {
@@ -104,10 +107,11 @@ void check_layout(int64_t m, int64_t k, int64_t n, const std::vector<float>& b, 
   INFO("seed ", seed, ": M ", m, " K ", k, " N ", n, " transposed ", transposed, " layout ",
        sparse::layout_name(layout), " (threshold ", layout.min_block_nonzeros, ") accumulate ",
        ec.accumulate, " bias ", static_cast<int>(ec.bias), " act ", static_cast<int>(ec.activation),
-       " residual ", ec.residual, " after ", ec.position == cpu::GemmResidual::kAfterActivation);
+       " residual ", ec.residual, " after ", ec.position == cpu::GemmResidual::kAfterActivation,
+       " in C ", ec.residual_in_c);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const int64_t lda = k + 3, ldc = n + 2, ldr = n + 1;
+  const int64_t lda = k + 3, ldc = n + 2, ldr = ec.residual_in_c ? ldc : n + 1;
   std::vector<float> a(static_cast<size_t>(m * lda));
   for (float& x : a) x = dist(rng);
   std::vector<float> bias(static_cast<size_t>(std::max(m, n)));
@@ -197,10 +201,13 @@ void check_layout(int64_t m, int64_t k, int64_t n, const std::vector<float>& b, 
     std::shuffle(tiles.begin(), tiles.end(), rng);
 
     std::vector<float> c(static_cast<size_t>(m * ldc), kSentinel);
+    if (ec.residual_in_c) ep.residual = c.data();
     for (const cpu::GemmTile& t : tiles) {
       for (int64_t i = t.m0; i < t.m1; ++i)
         for (int64_t j = t.n0; j < t.n1; ++j)
-          c[i * ldc + j] = ec.accumulate ? c_start[i * ldc + j] : kSentinel;
+          c[i * ldc + j] = ec.residual_in_c ? residual[i * ldr + j]
+                           : ec.accumulate  ? c_start[i * ldc + j]
+                                            : kSentinel;
       sparse::sparse_gemm_tile(a.data(), lda, packed, c.data(), ldc, t, ep);
     }
     int64_t bad = 0;
@@ -395,6 +402,41 @@ TEST_CASE("multi-part covers (several BSR shapes + CSR) equal the reference on e
     check_layout(m, k, n, b, transposed, {.cover = cover}, random_epilogue(rng), seed++);
   }
   CHECK(three_or_more >= 2);
+}
+
+TEST_CASE("C written over its own residual: every layout, multi-part covers included") {
+  // A conv written over its fused residual (graph/memory_plan.hpp) passes
+  // C itself as the residual, added before the activation: the parts of a
+  // multi-part layout then add to it instead of storing a bare product over
+  // it first (sparse_gemm_tile).
+  std::mt19937_64 rng(base_seed() + 6);
+  uint64_t seed = base_seed() * 7919u + 14000;
+  auto epilogue = [&] {
+    EpilogueCase e = random_epilogue(rng);
+    e.accumulate = false;
+    e.residual = e.residual_in_c = true;
+    e.position = cpu::GemmResidual::kBeforeActivation;
+    return e;
+  };
+  std::uniform_real_distribution<double> unit(0.0, 1.0), csr_cost(1.5, 4.0), block_cost(0.5, 2.0);
+  int multi_part = 0;
+  for (int round = 0; round < 8 || (multi_part < 3 && round < 200); ++round) {
+    const int64_t m = pick<int64_t>(rng, {1, 13, 64, 129, 200});
+    const int64_t k = pick<int64_t>(rng, {1, 31, 64, 97, 161});
+    const int64_t n = pick<int64_t>(rng, {1, 17, 48, 100, 131});
+    const bool transposed = rng() % 2;
+    const std::vector<float> b = mixed_weight(k, n, transposed, 0.1 + 0.3 * unit(rng),
+                                              0.05 + 0.2 * unit(rng), 0.2 * unit(rng), rng);
+    sparse::SparseCosts costs;
+    costs.csr = csr_cost(rng);
+    for (double& x : costs.block) x = block_cost(rng);
+    auto cover = std::make_shared<sparse::BlockCover>(
+        sparse::weighted_block_cover(b.data(), k, n, transposed ? k : n, transposed, costs));
+    multi_part += cover->parts() >= 2;
+    check_layout(m, k, n, b, transposed, {.cover = cover}, epilogue(), seed++);
+    check_layout(m, k, n, b, transposed, {.block = -1}, epilogue(), seed++);
+  }
+  CHECK(multi_part >= 3);
 }
 
 TEST_CASE("choose_sparse_layout: CSR for unstructured, wide blocks for block sparsity") {

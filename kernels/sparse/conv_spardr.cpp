@@ -278,28 +278,18 @@ int64_t count_nonzeros(const float* w, int64_t count) {
   return nonzeros;
 }
 
-SpardrKernel kernel_for_isa(cpu::GemmIsa isa) {
+// `isa`'s build of a kernel compiled once per ISA.
+template <class Kernel>
+Kernel for_isa(cpu::GemmIsa isa, Kernel avx512, Kernel avx2, Kernel sse2) {
   switch (isa) {
     case cpu::GemmIsa::kAvx512:
-      return spardr_chunk__avx512;
+      return avx512;
     case cpu::GemmIsa::kAvx2:
-      return spardr_chunk__avx2;
+      return avx2;
     case cpu::GemmIsa::kPortable:
       break;
   }
-  return spardr_chunk__sse2;
-}
-
-SpardrRowKernel row_kernel_for_isa(cpu::GemmIsa isa) {
-  switch (isa) {
-    case cpu::GemmIsa::kAvx512:
-      return spardr_row__avx512;
-    case cpu::GemmIsa::kAvx2:
-      return spardr_row__avx2;
-    case cpu::GemmIsa::kPortable:
-      break;
-  }
-  return spardr_row__sse2;
+  return sse2;
 }
 
 bool is_nhwc(graph::Layout layout, const cpu::ConvGeometry& g) {
@@ -644,8 +634,10 @@ PreparedOp prepare_conv_sparse(const graph::Operator& op, std::span<const ConstT
       w.row_begin[static_cast<size_t>(b * g.out_channels + slot + 1)] =
           static_cast<int64_t>(w.offsets.size());
     }
-  prep->kernel = kernel_for_isa(cpu::gemm_isa());
-  prep->row_kernel = row_kernel_for_isa(cpu::gemm_isa());
+  prep->kernel =
+      for_isa(cpu::gemm_isa(), spardr_chunk__avx512, spardr_chunk__avx2, spardr_chunk__sse2);
+  prep->row_kernel =
+      for_isa(cpu::gemm_isa(), spardr_row__avx512, spardr_row__avx2, spardr_row__sse2);
   prep->patch_depth = taps * g.channels;
   const bool reconstruct =
       g.k_h == 3 && g.k_w == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 &&

@@ -375,31 +375,47 @@ std::vector<float> mixed_weight(int64_t k, int64_t n, bool transposed, double p3
   return b;
 }
 
+// A weight mixing blocks and scattered nonzeros, with its cover under
+// random costs that make each structure's own shape pay (CSR dear, blocks
+// cheap): 1 to 5 parts.
+struct CoverCase {
+  int64_t m, k, n;
+  bool transposed;
+  std::vector<float> b;
+  std::shared_ptr<sparse::BlockCover> cover;
+};
+
+CoverCase random_cover_case(std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0), csr_cost(1.5, 4.0), block_cost(0.5, 2.0);
+  CoverCase c;
+  c.m = pick<int64_t>(rng, {1, 13, 64, 129, 200});
+  c.k = pick<int64_t>(rng, {1, 31, 64, 97, 161});
+  c.n = pick<int64_t>(rng, {1, 17, 48, 100, 131});
+  c.transposed = rng() % 2;
+  c.b = mixed_weight(c.k, c.n, c.transposed, 0.1 + 0.3 * unit(rng), 0.05 + 0.2 * unit(rng),
+                     0.2 * unit(rng), rng);
+  sparse::SparseCosts costs;
+  costs.csr = csr_cost(rng);
+  for (double& x : costs.block) x = block_cost(rng);
+  c.cover = std::make_shared<sparse::BlockCover>(sparse::weighted_block_cover(
+      c.b.data(), c.k, c.n, c.transposed ? c.k : c.n, c.transposed, costs));
+  return c;
+}
+
 TEST_CASE("multi-part covers (several BSR shapes + CSR) equal the reference on every ISA") {
   // Random costs make the cover use 2–5 parts; M past the 128-row chunks
   // the parts run in, tiles cut anywhere, every epilogue.
   std::mt19937_64 rng(base_seed() + 5);
   uint64_t seed = base_seed() * 7919u + 13000;
-  // Costs that make each structure's own shape pay: CSR dear, blocks cheap.
-  std::uniform_real_distribution<double> unit(0.0, 1.0), csr_cost(1.5, 4.0), block_cost(0.5, 2.0);
   // At least 16 rounds, and on until two of them ran three or more parts
   // (about three rounds in ten do), so the check below fails when the cover
   // stops producing such splits, not on an unlucky seed.
   int three_or_more = 0;
   for (int round = 0; round < 16 || (three_or_more < 2 && round < 200); ++round) {
-    const int64_t m = pick<int64_t>(rng, {1, 13, 64, 129, 200});
-    const int64_t k = pick<int64_t>(rng, {1, 31, 64, 97, 161});
-    const int64_t n = pick<int64_t>(rng, {1, 17, 48, 100, 131});
-    const bool transposed = rng() % 2;
-    const std::vector<float> b = mixed_weight(k, n, transposed, 0.1 + 0.3 * unit(rng),
-                                              0.05 + 0.2 * unit(rng), 0.2 * unit(rng), rng);
-    sparse::SparseCosts costs;
-    costs.csr = csr_cost(rng);
-    for (double& x : costs.block) x = block_cost(rng);
-    auto cover = std::make_shared<sparse::BlockCover>(
-        sparse::weighted_block_cover(b.data(), k, n, transposed ? k : n, transposed, costs));
-    three_or_more += cover->parts() >= 3;
-    check_layout(m, k, n, b, transposed, {.cover = cover}, random_epilogue(rng), seed++);
+    const CoverCase c = random_cover_case(rng);
+    three_or_more += c.cover->parts() >= 3;
+    check_layout(c.m, c.k, c.n, c.b, c.transposed, {.cover = c.cover}, random_epilogue(rng),
+                 seed++);
   }
   CHECK(three_or_more >= 2);
 }
@@ -418,23 +434,12 @@ TEST_CASE("C written over its own residual: every layout, multi-part covers incl
     e.position = cpu::GemmResidual::kBeforeActivation;
     return e;
   };
-  std::uniform_real_distribution<double> unit(0.0, 1.0), csr_cost(1.5, 4.0), block_cost(0.5, 2.0);
   int multi_part = 0;
   for (int round = 0; round < 8 || (multi_part < 3 && round < 200); ++round) {
-    const int64_t m = pick<int64_t>(rng, {1, 13, 64, 129, 200});
-    const int64_t k = pick<int64_t>(rng, {1, 31, 64, 97, 161});
-    const int64_t n = pick<int64_t>(rng, {1, 17, 48, 100, 131});
-    const bool transposed = rng() % 2;
-    const std::vector<float> b = mixed_weight(k, n, transposed, 0.1 + 0.3 * unit(rng),
-                                              0.05 + 0.2 * unit(rng), 0.2 * unit(rng), rng);
-    sparse::SparseCosts costs;
-    costs.csr = csr_cost(rng);
-    for (double& x : costs.block) x = block_cost(rng);
-    auto cover = std::make_shared<sparse::BlockCover>(
-        sparse::weighted_block_cover(b.data(), k, n, transposed ? k : n, transposed, costs));
-    multi_part += cover->parts() >= 2;
-    check_layout(m, k, n, b, transposed, {.cover = cover}, epilogue(), seed++);
-    check_layout(m, k, n, b, transposed, {.block = -1}, epilogue(), seed++);
+    const CoverCase c = random_cover_case(rng);
+    multi_part += c.cover->parts() >= 2;
+    check_layout(c.m, c.k, c.n, c.b, c.transposed, {.cover = c.cover}, epilogue(), seed++);
+    check_layout(c.m, c.k, c.n, c.b, c.transposed, {.block = -1}, epilogue(), seed++);
   }
   CHECK(multi_part >= 3);
 }

@@ -48,6 +48,15 @@ uint64_t align_up(uint64_t v) {
   return (v + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
+// The node indices [begin, end) of op `op`'s tiles: the nodes of one op
+// are consecutive, from first_tile[op] (nodes.size() for an op with none).
+std::pair<int32_t, int32_t> op_tiles(std::span<const TileNode> nodes,
+                                     std::span<const int32_t> first_tile, size_t op) {
+  int32_t end = first_tile[op];
+  while (static_cast<size_t>(end) < nodes.size() && static_cast<size_t>(nodes[end].op) == op) ++end;
+  return {first_tile[op], end};
+}
+
 bool overlaps(const Region& a, const Region& b) {
   if (a.begin.size() != b.begin.size()) return true;  // not comparable: assume the worst
   for (size_t d = 0; d < a.begin.size(); ++d)
@@ -69,13 +78,7 @@ bool residual_reads_done_first(const Graph& graph, size_t op_index,
   auto in_residual = [&](int32_t t) {
     return std::find(residual_bytes.begin(), residual_bytes.end(), t) != residual_bytes.end();
   };
-  auto tiles_of = [&](size_t i) {
-    int32_t end = first_tile[i];
-    while (static_cast<size_t>(end) < nodes.size() && static_cast<size_t>(nodes[end].op) == i)
-      ++end;
-    return std::pair{first_tile[i], end};
-  };
-  const auto [w_begin, w_end] = tiles_of(op_index);
+  const auto [w_begin, w_end] = op_tiles(nodes, first_tile, op_index);
   std::vector<std::vector<bool>> ancestors;  // per writer tile, computed on first use
   auto is_ancestor = [&](int32_t maybe, int32_t tile) {
     std::vector<bool>& seen = ancestors[static_cast<size_t>(tile - w_begin)];
@@ -102,7 +105,7 @@ bool residual_reads_done_first(const Graph& graph, size_t op_index,
     std::vector<Shape> shapes;
     for (int32_t t : reader.inputs) shapes.push_back(graph.tensors[static_cast<size_t>(t)].shape);
     const Shape& out = graph.tensors[static_cast<size_t>(reader.outputs[0])].shape;
-    const auto [r_begin, r_end] = tiles_of(j);
+    const auto [r_begin, r_end] = op_tiles(nodes, first_tile, j);
     for (int32_t r = r_begin; r < r_end; ++r)
       for (const InputDependency& dep :
            tile_dependencies(reader, shapes, out, nodes[static_cast<size_t>(r)].region)) {
@@ -193,9 +196,8 @@ MemoryPlan plan_memory(const Graph& graph, std::vector<TileNode>& nodes,
       if (std::any_of(op.inputs.begin() + 1, op.inputs.end(),
                       [&](int32_t t) { return group(t) == in; }))
         continue;  // the mask is the scores' bytes
-      size_t end = static_cast<size_t>(first_tile[i]);
-      while (end < nodes.size() && static_cast<size_t>(nodes[end].op) == i) ++end;
-      const std::span<const TileNode> tiles(nodes.data() + first_tile[i], end - first_tile[i]);
+      const auto [begin, end] = op_tiles(nodes, first_tile, i);
+      const std::span<const TileNode> tiles(nodes.data() + begin, static_cast<size_t>(end - begin));
       if (tiles.empty() || !writes_over_input(graph, op, tiles)) continue;
       // The output's group (its Reshapes) moves into the input's.
       for (size_t t = 0; t < tensor_count; ++t)

@@ -230,12 +230,12 @@ void spardr_row_impl(const SpardrRow& row) {
     cached.left = left;
     cached.in_w = row.in_w;
   }
-  if (!row.nhwc)
+  if (row.nhwc)
+    transpose_block<Arch>(row.src, row.channels, row.in_w, row.channels, panel + left, ld);
+  else
     for (int64_t c = 0; c < row.channels; ++c)
       std::memcpy(panel + c * ld + left, row.src + c * row.ld_channel,
                   static_cast<size_t>(row.in_w) * sizeof(float));
-  if (row.nhwc)
-    transpose_block<Arch>(row.src, row.channels, row.in_w, row.channels, panel + left, ld);
   for (int64_t c = 0; c < row.channels; ++c)
     for (int64_t kw = 0; kw < row.k_w; ++kw)
       copy_samples<Arch>(panel + c * ld + left + row.start + kw * row.dilation, row.step,

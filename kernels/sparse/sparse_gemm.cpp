@@ -300,9 +300,8 @@ void sparse_gemm_tile(const float* a, int64_t lda, const SparseMatrix& b, float*
   // the last one runs the epilogue without it; that is the same sum where
   // the residual comes before the activation.
   if (epilogue.residual == c && epilogue.ld_residual == ldc) {
-    if (epilogue.accumulate ||
-        (epilogue.activation != cpu::GemmActivation::kNone &&
-         epilogue.residual_position == cpu::GemmResidual::kAfterActivation))
+    if (epilogue.accumulate || (epilogue.activation != cpu::GemmActivation::kNone &&
+                                epilogue.residual_position == cpu::GemmResidual::kAfterActivation))
       throw std::invalid_argument(
           "sparse_gemm_tile: C is its own residual, which a layout of several parts can only "
           "add before the activation and without accumulating");

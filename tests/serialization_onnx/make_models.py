@@ -340,6 +340,16 @@ model("output_is_weight", [helper.make_node("Relu", ["x"], ["r"])],
       [vi("x", [2])], [vi("r", None), vi("w", [2])], [init("w", rand(2))])
 model("clip_dynamic_min", [helper.make_node("Clip", ["x", "lo"], ["y"], name="clip_dyn")],
       [vi("x", [2]), vi("lo", [])], [vi("y", None)])
+# Operands that fix a shape or a scale, given as model inputs; a training-only output asked for.
+model("reshape_dynamic_shape", [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs_dyn")],
+      [vi("x", [2, 3]), vi("s", [2], TensorProto.INT64)], [vi("y", None)])
+model("resize_dynamic_scales",
+      [helper.make_node("Resize", ["x", "", "sc"], ["y"], name="rz_dyn", mode="nearest")],
+      [vi("x", [1, 1, 2, 2]), vi("sc", [4])], [vi("y", None)], opset=19)
+model("layernorm_mean_output",
+      [helper.make_node("LayerNormalization", ["x", "g"], ["y", "mean"], name="ln_mean")],
+      [vi("x", [2, 3])], [vi("y", None), vi("mean", None)], [init("g", np.ones(3, np.float32))],
+      opset=17)
 model("shape_mismatch", [helper.make_node("Relu", ["x"], ["y"], name="relu_bad")],
       [vi("x", [2, 3])], [vi("y", [2, 4])], check=False)
 model("bad_auto_pad",

@@ -455,6 +455,15 @@ TEST_CASE("Unsupported attribute values and non-constant operands are refused") 
   CHECK(contains(import_error("batchnorm_training"),
                  "node 'bn_train' (op 'BatchNormalization', opset 15): attribute training_mode = "
                  "1 is not supported"));
+  CHECK(contains(import_error("reshape_dynamic_shape"),
+                 "node 'rs_dyn' (op 'Reshape', opset 13): the shape input 's' must be an int64 "
+                 "constant"));
+  CHECK(contains(import_error("resize_dynamic_scales"),
+                 "node 'rz_dyn' (op 'Resize', opset 19): the scales (input 'sc') must be a "
+                 "float32 constant"));
+  CHECK(contains(import_error("layernorm_mean_output"),
+                 "node 'ln_mean' (op 'LayerNormalization', opset 17): only the first output (Y) "
+                 "is supported"));
   const std::string bad_pad = import_error("bad_auto_pad");
   CHECK_MESSAGE(contains(bad_pad, "auto_pad"), bad_pad);
 }

@@ -31,7 +31,7 @@ using graph::OpType;
 using graph::Shape;
 
 constexpr int64_t kMinOpset = 11;
-constexpr int64_t kMaxOpset = 25;
+constexpr int64_t kMaxOpset = 28;
 
 // Errors are one line: ONNX's own messages may span several.
 std::string one_line(std::string text) {
@@ -162,7 +162,7 @@ class Importer {
         {"And", {7}},
         {"AveragePool", {11, 19, 22}},
         {"BatchNormalization", {9, 14, 15}},
-        {"Cast", {9, 13, 19, 21, 23, 24, 25}},
+        {"Cast", {9, 13, 19, 21, 23, 24, 25, 28}},
         {"Clip", {11, 12, 13}},
         {"Concat", {11, 13}},
         {"Constant", {11, 12, 13, 19, 21, 23, 24, 25}},
@@ -200,7 +200,7 @@ class Importer {
         {"Neg", {6, 13}},
         {"Pad", {11, 13, 18, 19, 21, 23, 24, 25}},
         {"Pow", {7, 12, 13, 15}},
-        {"Range", {11}},
+        {"Range", {11, 27}},
         {"Reciprocal", {6, 13}},
         {"ReduceMean", {11, 13, 18}},
         {"Relu", {6, 13, 14}},

@@ -1,5 +1,5 @@
 #pragma once
-// The ONNX importer: reads an ONNX model (default domain, opsets 11 to 25)
+// The ONNX importer: reads an ONNX model (default domain, opsets 11 to 28)
 // into Tessera's operator graph with every attribute normalised as
 // graph/operator.hpp documents, every tensor shape static and known, and
 // operators whose inputs are all constants folded into weights.

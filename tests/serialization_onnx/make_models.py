@@ -321,11 +321,11 @@ model("unknown_dim", [helper.make_node("Relu", ["x"], ["y"])],
       [vi("x", [None, 3])], [vi("y", None)])
 model("opset9", [helper.make_node("Relu", ["x"], ["y"])],
       [vi("x", [2])], [vi("y", None)], opset=9)
-model("opset26", [helper.make_node("Relu", ["x"], ["y"])],
-      [vi("x", [2])], [vi("y", None)], opset=26)
-model("opset25", [helper.make_node("Relu", ["x"], ["r"]),
+model("opset29", [helper.make_node("Relu", ["x"], ["y"])],
+      [vi("x", [2])], [vi("y", None)], opset=29)
+model("opset28", [helper.make_node("Relu", ["x"], ["r"]),
                   helper.make_node("Transpose", ["r"], ["y"], perm=[1, 0])],
-      [vi("x", [2, 3])], [vi("y", None)], opset=25)
+      [vi("x", [2, 3])], [vi("y", None)], opset=28)
 model("gelu_opset13", [helper.make_node("Gelu", ["x"], ["y"], name="gelu13")],
       [vi("x", [2])], [vi("y", None)], opset=13)
 model("avgpool_dilated",

@@ -419,16 +419,16 @@ TEST_CASE("Unsupported ops are named with node, op and opset") {
             ": node 'Softsign_0' (op 'Softsign', opset 12) is not supported by Tessera");
 }
 
-TEST_CASE("Static shapes, float32 activations and opsets 11..25 are required") {
+TEST_CASE("Static shapes, float32 activations and opsets 11..28 are required") {
   CHECK(import_error("symbolic_dim") ==
         path_of("symbolic_dim") +
             ": input 'x' has symbolic dimension 'batch' at axis 0; Tessera needs static shapes: "
             "give it a value with --shape batch=N, --shape x=DIMS or --batch N");
   CHECK(contains(import_error("unknown_dim"), "input 'x' has an unknown dimension at axis 0"));
   CHECK(import_error("opset9") ==
-        path_of("opset9") + ": opset 9 is not supported (Tessera supports 11 to 25)");
-  CHECK(contains(import_error("opset26"), "opset 26 is not supported (Tessera supports 11 to 25)"));
-  CHECK(import_error("opset25").empty());
+        path_of("opset9") + ": opset 9 is not supported (Tessera supports 11 to 28)");
+  CHECK(contains(import_error("opset29"), "opset 29 is not supported (Tessera supports 11 to 28)"));
+  CHECK(import_error("opset28").empty());
   CHECK(contains(import_error("gelu_opset13"),
                  "node 'gelu13' (op 'Gelu', opset 13): Gelu is not defined at opset 13"));
   CHECK(contains(import_error("avgpool_dilated"),

@@ -481,7 +481,16 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       need_rank(op, in[0], out.rank());
       add(deps, 0, out, in[0]);
       break;
-    case OpType::ReduceMean: {
+    case OpType::ReduceMean:
+    case OpType::ReduceSum:
+    case OpType::ReduceMax:
+    case OpType::ReduceMin:
+    case OpType::ReduceProd:
+    case OpType::ReduceSumSquare:
+    case OpType::ReduceL1:
+    case OpType::ReduceL2:
+    case OpType::ReduceLogSum:
+    case OpType::ReduceLogSumExp: {
       need_inputs(op, in, 1, 1);
       // Whole reduced axes; the others follow the output (which lacks the
       // reduced dims unless keepdims).

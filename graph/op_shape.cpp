@@ -412,11 +412,10 @@ Shape expand_shape(const Operator& op, const std::vector<Shape>& in) {
   return ns;
 }
 
-Shape reduce_mean_shape(const Operator& op, const std::vector<Shape>& in) {
+Shape reduction_shape(const Operator& op, const std::vector<Shape>& in) {
   check_input_count(op, in, 1, 1);
   const auto& axes = op.attrs.axes;
   const auto rank = static_cast<int64_t>(in[0].size());
-  if (axes.empty()) fail(op, "axes is empty (the importer lists every reduced axis)");
   for (size_t i = 0; i < axes.size(); ++i)
     if (axes[i] < 0 || axes[i] >= rank || (i > 0 && axes[i] <= axes[i - 1]))
       fail(op, "axes must be sorted, unique and in [0, " + std::to_string(rank) + ")");
@@ -608,7 +607,16 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     case OpType::Expand:
       return expand_shape(op, in);
     case OpType::ReduceMean:
-      return reduce_mean_shape(op, in);
+    case OpType::ReduceSum:
+    case OpType::ReduceMax:
+    case OpType::ReduceMin:
+    case OpType::ReduceProd:
+    case OpType::ReduceSumSquare:
+    case OpType::ReduceL1:
+    case OpType::ReduceL2:
+    case OpType::ReduceLogSum:
+    case OpType::ReduceLogSumExp:
+      return reduction_shape(op, in);
     case OpType::LayerNormalization:
       return layer_norm_shape(op, in);
     case OpType::Slice:

@@ -54,9 +54,26 @@ enum class OpType : uint16_t {
   // No ONNX op: made by graph/fuse_attention.hpp (the importer takes only
   // the ops it has reviewed, so no model can name it).
   FusedAttention = 43,
+  // Reductions beside ReduceMean, with its attributes (axes, keepdims).
+  ReduceSum = 44,
+  ReduceMax = 45,
+  ReduceMin = 46,
+  ReduceProd = 47,
+  ReduceSumSquare = 48,
+  ReduceL1 = 49,
+  ReduceL2 = 50,
+  ReduceLogSum = 51,
+  ReduceLogSumExp = 52,
 };
 
-inline constexpr OpType kLastOpType = OpType::FusedAttention;
+inline constexpr OpType kLastOpType = OpType::ReduceLogSumExp;
+
+// ReduceMean and the ops above: one input reduced over attrs.axes.
+constexpr bool is_reduction(OpType t) {
+  return t == OpType::ReduceMean ||
+         (static_cast<uint16_t>(t) >= static_cast<uint16_t>(OpType::ReduceSum) &&
+          static_cast<uint16_t>(t) <= static_cast<uint16_t>(OpType::ReduceLogSumExp));
+}
 
 constexpr std::string_view op_type_name(OpType t) {
   switch (t) {
@@ -148,6 +165,24 @@ constexpr std::string_view op_type_name(OpType t) {
       return "Resize";
     case OpType::FusedAttention:
       return "FusedAttention";
+    case OpType::ReduceSum:
+      return "ReduceSum";
+    case OpType::ReduceMax:
+      return "ReduceMax";
+    case OpType::ReduceMin:
+      return "ReduceMin";
+    case OpType::ReduceProd:
+      return "ReduceProd";
+    case OpType::ReduceSumSquare:
+      return "ReduceSumSquare";
+    case OpType::ReduceL1:
+      return "ReduceL1";
+    case OpType::ReduceL2:
+      return "ReduceL2";
+    case OpType::ReduceLogSum:
+      return "ReduceLogSum";
+    case OpType::ReduceLogSumExp:
+      return "ReduceLogSumExp";
   }
   return "Unknown";
 }

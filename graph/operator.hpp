@@ -50,8 +50,10 @@ namespace tessera::graph {
 //    and steps have one entry per input dim (untouched dims: start 0, step
 //    1), starts already clamped: output index i of dim d reads input index
 //    starts[d] + i * steps[d].
-//  - ReduceMean: axes non-negative, sorted, unique, never empty (ONNX's
-//    "all axes" default filled in); keepdims.
+//  - ReduceMean and the other reductions (is_reduction()): axes
+//    non-negative, sorted, unique (ONNX's "all axes" default filled in;
+//    empty only for noop_with_empty_axes: each element reduced alone, so
+//    ReduceL1 gives |x|); keepdims.
 //  - LayerNormalization: inputs X, Scale, optional B, both of shape
 //    X.shape[axis:]; axis non-negative; epsilon. Only output Y.
 //  - Gelu: gelu_tanh selects approximate = "tanh".

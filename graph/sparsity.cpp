@@ -516,8 +516,10 @@ void conv_backward(const Operator& op, const std::vector<Shape>& in, const Shape
 
 // ---------------------------------------------------------------- generic rules
 
-// Reductions (ReduceMean, GlobalAveragePool): the output is zero iff every
-// input element it reads is zero (its dependency region).
+// Reductions (ReduceMean, GlobalAveragePool, ReduceSum, ReduceMax/Min,
+// ReduceSumSquare, ReduceL1/L2): the output is zero iff every input element
+// it reads is zero (its dependency region). ReduceProd (zero if any is) and
+// ReduceLogSum/LogSumExp (not zero for zeros) are left to scrambling.
 ElementMask aggregate_forward(const Operator& op, const std::vector<Shape>& in, const Shape& out,
                               const Masks& z) {
   ElementMask y(shape_numel(out));
@@ -677,6 +679,12 @@ ElementMask forward_zero(const Operator& op, const std::vector<Shape>& in, const
     case OpType::Conv:
       return conv_forward(op, in, out, z);
     case OpType::ReduceMean:
+    case OpType::ReduceSum:
+    case OpType::ReduceMax:
+    case OpType::ReduceMin:
+    case OpType::ReduceSumSquare:
+    case OpType::ReduceL1:
+    case OpType::ReduceL2:
     case OpType::GlobalAveragePool:
       return aggregate_forward(op, in, out, z);
     default:

@@ -1,7 +1,7 @@
-// Reference reductions: ReduceMean over any set of axes and
-// LayerNormalization (opset 17) over the dims [axis, rank). Each output
-// element's statistics are summed over its whole reduction box in a fixed
-// order (in double), whatever part of the output the tile owns, so any
+// Reference reductions: ReduceMean, ReduceSum, ReduceMax, ... over any set
+// of axes and LayerNormalization (opset 17) over the dims [axis, rank). Each
+// output element's statistics are summed over its whole reduction box in a
+// fixed order (in double), whatever part of the output the tile owns, so any
 // tiling gives bitwise identical results.
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,54 @@
 
 namespace tessera::kernels::reference {
 
-void reduce_mean(const TileArgs& args) {
+namespace {
+
+// One output element of a reduction over the values fn visits; max and min
+// propagate NaN (as numpy's and ONNX Runtime's do).
+template <class ForEachValue>
+double reduce_box(graph::OpType type, double count, ForEachValue&& for_each_value) {
+  using graph::OpType;
+  double r = 0.0;
+  switch (type) {
+    case OpType::ReduceMax:
+    case OpType::ReduceMin: {
+      const bool is_max = type == OpType::ReduceMax;
+      bool first = true;
+      for_each_value([&](double v) {
+        if (first || (!std::isnan(r) && (std::isnan(v) || (is_max ? v > r : v < r)))) r = v;
+        first = false;
+      });
+      return r;
+    }
+    case OpType::ReduceProd:
+      r = 1.0;
+      for_each_value([&](double v) { r *= v; });
+      return r;
+    case OpType::ReduceSumSquare:
+    case OpType::ReduceL2:
+      for_each_value([&](double v) { r += v * v; });
+      return type == OpType::ReduceL2 ? std::sqrt(r) : r;
+    case OpType::ReduceL1:
+      for_each_value([&](double v) { r += std::abs(v); });
+      return r;
+    case OpType::ReduceLogSumExp: {
+      // log Σ exp(v) = m + log Σ exp(v − m), m the largest: no overflow.
+      double m = -INFINITY;
+      for_each_value([&](double v) { m = std::max(m, v); });
+      if (std::isinf(m)) return m;
+      for_each_value([&](double v) { r += std::exp(v - m); });
+      return m + std::log(r);
+    }
+    default:  // ReduceMean, ReduceSum, ReduceLogSum
+      for_each_value([&](double v) { r += v; });
+      if (type == OpType::ReduceMean) return r / count;
+      return type == OpType::ReduceLogSum ? std::log(r) : r;
+  }
+}
+
+}  // namespace
+
+void reduce(const TileArgs& args) {
   check_tile_args(args, 1, 1);
   const graph::OpAttributes& a = args.op->attrs;
   const graph::Shape& in_shape = *args.inputs[0].shape;
@@ -36,7 +83,7 @@ void reduce_mean(const TileArgs& args) {
       expected.push_back(in_shape[d]);
     }
   }
-  if (expected != out_shape || box_begin.empty())
+  if (expected != out_shape)
     fail(args, "axes do not reduce input " + graph::shape_to_string(in_shape) + " to output " +
                    graph::shape_to_string(out_shape));
   const double count = static_cast<double>(graph::shape_numel(graph::Shape(box_end)));
@@ -48,10 +95,11 @@ void reduce_mean(const TileArgs& args) {
                   [&](const int64_t*, const std::array<int64_t, 2>& offsets, int64_t length) {
                     for (int64_t i = 0; i < length; ++i) {
                       const float* base = in + offsets[1] + i * in_step;
-                      double sum = 0.0;
-                      for_each_offset(box_begin, box_end, box_strides,
-                                      [&](int64_t offset) { sum += base[offset]; });
-                      out[offsets[0] + i] = static_cast<float>(sum / count);
+                      const double r = reduce_box(args.op->type, count, [&](auto&& fn) {
+                        for_each_offset(box_begin, box_end, box_strides,
+                                        [&](int64_t offset) { fn(base[offset]); });
+                      });
+                      out[offsets[0] + i] = static_cast<float>(r);
                     }
                   });
 }

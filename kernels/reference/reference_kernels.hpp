@@ -70,8 +70,10 @@ void gather(const TileArgs& args);
 void expand(const TileArgs& args);
 void slice(const TileArgs& args);
 
-// normalization.cpp — ReduceMean and LayerNormalization.
-void reduce_mean(const TileArgs& args);
+// normalization.cpp — the reductions (ReduceMean, ReduceSum, ReduceMax,
+// ReduceMin, ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum,
+// ReduceLogSumExp: graph::is_reduction()) and LayerNormalization.
+void reduce(const TileArgs& args);
 void layer_normalization(const TileArgs& args);
 
 // elementwise.cpp — LeakyRelu (alpha), HardSigmoid (alpha, beta), HardSwish,

@@ -150,9 +150,11 @@ class Importer {
   //   AveragePool-19 dilations (refused unless all 1), BatchNormalization-14
   //   training outputs (refused), Clip-11 min/max inputs, Dropout-12
   //   training_mode input, Gelu-20, LayerNormalization-17, Pad-11 pads input
-  //   and Pad-18 axes input, Pad-19 wrap mode (refused), ReduceMean-18 axes
-  //   input, Reshape-14 allowzero, Resize-11/13/18/19 (roi, antialias,
-  //   keep_aspect_ratio_policy, axes, half_pixel_symmetric), Shape-15
+  //   and Pad-18 axes input, Pad-19 wrap mode (refused), ReduceSum-13's and
+  //   the other reductions' -18 axes input (empty with noop_with_empty_axes:
+  //   nothing reduced; ReduceMax/Min-12 and -20 and ReduceLogSum(Exp)-28
+  //   only change types), Reshape-14 allowzero, Resize-11/13/18/19 (roi,
+  //   antialias, keep_aspect_ratio_policy, axes, half_pixel_symmetric), Shape-15
   //   start/end, Softmax-13 axis, Split-13 split input and Split-18
   //   num_outputs, Squeeze/Unsqueeze-13 axes input.
   static const std::unordered_map<std::string, std::vector<int>>& reviewed_op_versions() {
@@ -163,6 +165,7 @@ class Importer {
         {"AveragePool", {11, 19, 22}},
         {"BatchNormalization", {9, 14, 15}},
         {"Cast", {9, 13, 19, 21, 23, 24, 25, 28}},
+        {"CastLike", {15, 19, 21, 23, 24, 25}},
         {"Clip", {11, 12, 13}},
         {"Concat", {11, 13}},
         {"Constant", {11, 12, 13, 19, 21, 23, 24, 25}},
@@ -202,11 +205,21 @@ class Importer {
         {"Pow", {7, 12, 13, 15}},
         {"Range", {11, 27}},
         {"Reciprocal", {6, 13}},
+        {"ReduceL1", {11, 13, 18}},
+        {"ReduceL2", {11, 13, 18}},
+        {"ReduceLogSum", {11, 13, 18, 28}},
+        {"ReduceLogSumExp", {11, 13, 18, 28}},
+        {"ReduceMax", {11, 12, 13, 18, 20}},
         {"ReduceMean", {11, 13, 18}},
+        {"ReduceMin", {11, 12, 13, 18, 20}},
+        {"ReduceProd", {11, 13, 18}},
+        {"ReduceSum", {11, 13}},
+        {"ReduceSumSquare", {11, 13, 18}},
         {"Relu", {6, 13, 14}},
         {"Reshape", {5, 13, 14, 19, 21, 23, 24, 25}},
         {"Resize", {11, 13, 18, 19}},
         {"Shape", {1, 13, 15, 19, 21, 23, 24, 25}},
+        {"Size", {1, 13, 19, 21, 23, 24, 25}},
         {"Sigmoid", {6, 13}},
         {"Slice", {11, 13}},
         {"Softmax", {11, 13}},
@@ -699,7 +712,8 @@ class Importer {
         op == "GreaterOrEqual")
       return import_comparison(node, name);
     if (op == "And" || op == "Or" || op == "Xor" || op == "Not") return import_logic(node, name);
-    if (op == "Cast") return import_cast(node, name);
+    if (op == "Size") return import_size(node, name);
+    if (op == "Cast" || op == "CastLike") return import_cast(node, name);
     if (op == "Unsqueeze" || op == "Squeeze") return import_squeeze(node, name);
     if (op == "Split") return import_split(node, name);
     if (op == "Max" || op == "Min") return import_max_min(node, name);
@@ -901,22 +915,32 @@ class Importer {
         data_inputs = {0};
         break;
       }
-      case OpType::ReduceMean: {
+      case OpType::ReduceMean:
+      case OpType::ReduceSum:
+      case OpType::ReduceMax:
+      case OpType::ReduceMin:
+      case OpType::ReduceProd:
+      case OpType::ReduceSumSquare:
+      case OpType::ReduceL1:
+      case OpType::ReduceL2:
+      case OpType::ReduceLogSum:
+      case OpType::ReduceLogSumExp: {
         const Shape& x = shape_of(input(node, name, 0));
         const auto rank = static_cast<int64_t>(x.size());
         std::vector<int64_t> axes;
-        // ReduceMean-18 takes the axes as an optional input.
-        if (opset_ >= 18) {
+        // The axes became an optional input at ReduceSum-13 and the others' -18.
+        const bool axes_input = opset_ >= (o.type == OpType::ReduceSum ? 13 : 18);
+        if (axes_input) {
           if (has_input(node, 1)) axes = int_values(node, name, 1, "the axes");
         } else {
           axes = attr_ints(node, name, "axes", {});
         }
         o.attrs.keepdims = attr_int(node, name, "keepdims", 1) != 0;
-        if (axes.empty()) {
-          if (opset_ >= 18 && attr_int(node, name, "noop_with_empty_axes", 0) != 0)
-            return alias(node, name);
+        // noop_with_empty_axes: no axis is reduced, and the op still applies
+        // to each element (ReduceSumSquare squares it, ReduceL1 takes |x|).
+        const bool noop = axes_input && attr_int(node, name, "noop_with_empty_axes", 0) != 0;
+        if (axes.empty() && !noop)
           for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
-        }
         for (int64_t& a : axes) a = normalise_axis(node, name, a, rank);
         std::sort(axes.begin(), axes.end());
         if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
@@ -926,7 +950,8 @@ class Importer {
         // The spatial mean of an NCHW tensor (squeeze-and-excitation blocks,
         // as PyTorch exports x.mean((2, 3), keepdim=True)) is GlobalAveragePool,
         // which has a SIMD kernel and works on NHWC activations.
-        if (rank == 4 && axes == std::vector<int64_t>{2, 3} && o.attrs.keepdims) {
+        if (o.type == OpType::ReduceMean && rank == 4 && axes == std::vector<int64_t>{2, 3} &&
+            o.attrs.keepdims) {
           o.type = OpType::GlobalAveragePool;
           o.attrs = {};
         }
@@ -1245,8 +1270,25 @@ class Importer {
     define_constant(node, name, std::move(c));
   }
 
+  // Size: the element count of a statically shaped tensor, a constant.
+  void import_size(const onnx::NodeProto& node, const std::string& name) {
+    auto c = std::make_shared<Constant>();
+    c->dtype = DType::Int64;
+    c->ints = {graph::shape_numel(shape_of(input(node, name, 0)))};
+    define_constant(node, name, std::move(c));
+  }
+
+  // Cast to the attribute's type; CastLike to its second input's (float32,
+  // or int64 for Tessera's integer constants).
   void import_cast(const onnx::NodeProto& node, const std::string& name) {
-    const int64_t to = attr_int(node, name, "to", 0);
+    int64_t to = onnx::TensorProto::FLOAT;
+    if (node.op_type() == "CastLike") {
+      const Value& like = input(node, name, 1);
+      const DType dtype = like.constant ? like.constant->dtype : graph_.tensors[like.tensor].dtype;
+      if (dtype != DType::Float32) to = onnx::TensorProto::INT64;
+    } else {
+      to = attr_int(node, name, "to", 0);
+    }
     const bool to_float = to == onnx::TensorProto::FLOAT;
     const bool to_int = to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 ||
                         to == onnx::TensorProto::BOOL;
@@ -1825,12 +1867,21 @@ class Importer {
   }
 
   // Folds an op over int64 constants (shape arithmetic and index plumbing):
-  // Add/Sub/Mul/Div in int64; data movement through the float reference
-  // kernels, exact because every value is checked to be at most 2^24.
+  // Neg/Abs/Add/Sub/Mul/Div in int64; data movement through the float
+  // reference kernels, exact because every value is checked to be at most 2^24.
   std::shared_ptr<Constant> fold_integers(const onnx::NodeProto& node, const std::string& name,
                                           const graph::Operator& o,
                                           const std::vector<const Value*>& ins,
                                           const Shape& out_shape) const {
+    if (o.type == OpType::Neg || o.type == OpType::Abs) {
+      auto c = std::make_shared<Constant>(*ins[0]->constant);
+      c->name = node.output(0);
+      for (int64_t& x : c->ints) {
+        if (x == INT64_MIN) fail_node(node, name, "int64 overflow while folding");
+        x = o.type == OpType::Neg || x < 0 ? -x : x;
+      }
+      return c;
+    }
     const bool arithmetic = o.type == OpType::Add || o.type == OpType::Sub ||
                             o.type == OpType::Mul || o.type == OpType::Div;
     if (arithmetic) {

@@ -93,6 +93,15 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::Gelu:
     case OpType::Expand:
     case OpType::ReduceMean:
+    case OpType::ReduceSum:
+    case OpType::ReduceMax:
+    case OpType::ReduceMin:
+    case OpType::ReduceProd:
+    case OpType::ReduceSumSquare:
+    case OpType::ReduceL1:
+    case OpType::ReduceL2:
+    case OpType::ReduceLogSum:
+    case OpType::ReduceLogSumExp:
     case OpType::Slice:
     case OpType::LeakyRelu:
     case OpType::HardSigmoid:

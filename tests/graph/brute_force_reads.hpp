@@ -230,7 +230,16 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
     case OpType::Gelu:
       read(0, o);
       break;
-    case OpType::ReduceMean: {
+    case OpType::ReduceMean:
+    case OpType::ReduceSum:
+    case OpType::ReduceMax:
+    case OpType::ReduceMin:
+    case OpType::ReduceProd:
+    case OpType::ReduceSumSquare:
+    case OpType::ReduceL1:
+    case OpType::ReduceL2:
+    case OpType::ReduceLogSum:
+    case OpType::ReduceLogSumExp: {
       // The input coordinates whose kept dims equal the output's.
       Region r = Region::whole(in[0]);
       size_t k = 0;

@@ -221,11 +221,22 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
         c.in = {random_shape(rng, 1, 4, 5)};
         a.gelu_tanh = rnd(rng, 0, 1);
         break;
-      case OpType::ReduceMean: {
+      case OpType::ReduceMean:
+      case OpType::ReduceSum:
+      case OpType::ReduceMax:
+      case OpType::ReduceMin:
+      case OpType::ReduceProd:
+      case OpType::ReduceSumSquare:
+      case OpType::ReduceL1:
+      case OpType::ReduceL2:
+      case OpType::ReduceLogSum:
+      case OpType::ReduceLogSumExp: {
         c.in = {random_shape(rng, 1, 4, 5)};
         for (int64_t d = 0; d < static_cast<int64_t>(c.in[0].size()); ++d)
           if (rnd(rng, 0, 1)) a.axes.push_back(d);
-        if (a.axes.empty()) a.axes.push_back(rnd(rng, 0, static_cast<int64_t>(c.in[0].size()) - 1));
+        // Empty axes (noop_with_empty_axes) now and then.
+        if (a.axes.empty() && rnd(rng, 0, 3) != 0)
+          a.axes.push_back(rnd(rng, 0, static_cast<int64_t>(c.in[0].size()) - 1));
         a.keepdims = rnd(rng, 0, 1);
         break;
       }
@@ -351,7 +362,16 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::Min,
                                             OpType::Pad,
                                             OpType::Resize,
-                                            OpType::FusedAttention};
+                                            OpType::FusedAttention,
+                                            OpType::ReduceSum,
+                                            OpType::ReduceMax,
+                                            OpType::ReduceMin,
+                                            OpType::ReduceProd,
+                                            OpType::ReduceSumSquare,
+                                            OpType::ReduceL1,
+                                            OpType::ReduceL2,
+                                            OpType::ReduceLogSum,
+                                            OpType::ReduceLogSumExp};
   return types;
 }
 

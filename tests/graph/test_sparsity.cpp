@@ -96,6 +96,12 @@ const std::vector<OpType> kRuleTypes = {OpType::Conv,
                                         OpType::Flatten,
                                         OpType::Transpose,
                                         OpType::ReduceMean,
+                                        OpType::ReduceSum,
+                                        OpType::ReduceMax,
+                                        OpType::ReduceMin,
+                                        OpType::ReduceSumSquare,
+                                        OpType::ReduceL1,
+                                        OpType::ReduceL2,
                                         OpType::GlobalAveragePool};
 
 }  // namespace

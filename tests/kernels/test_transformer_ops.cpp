@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "kernel_test_util.hpp"
@@ -179,19 +180,79 @@ TEST_CASE("Gather reference: an out-of-range run-time index is a tessera::Error"
                   tessera::Error);
 }
 
-TEST_CASE("ReduceMean and LayerNormalization reference vs naive double; tiling") {
-  for (int trial = 0; trial < 120; ++trial) {
+// A reduction of the values of one box, computed the textbook way.
+double naive_reduction(OpType type, const std::vector<double>& v) {
+  double r = 0;
+  switch (type) {
+    case OpType::ReduceMax:
+      return *std::max_element(v.begin(), v.end());
+    case OpType::ReduceMin:
+      return *std::min_element(v.begin(), v.end());
+    case OpType::ReduceProd:
+      r = 1;
+      for (double x : v) r *= x;
+      return r;
+    case OpType::ReduceSumSquare:
+      for (double x : v) r += x * x;
+      return r;
+    case OpType::ReduceL1:
+      for (double x : v) r += std::fabs(x);
+      return r;
+    case OpType::ReduceL2:
+      for (double x : v) r += x * x;
+      return std::sqrt(r);
+    case OpType::ReduceLogSumExp:
+      for (double x : v) r += std::exp(x);
+      return std::log(r);
+    default:
+      for (double x : v) r += x;
+      if (type == OpType::ReduceMean) return r / static_cast<double>(v.size());
+      return type == OpType::ReduceLogSum ? std::log(r) : r;
+  }
+}
+
+TEST_CASE("ReduceMax and ReduceMin propagate NaN wherever it is in the box") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Columns: NaN first, NaN last, no NaN.
+  const Tensor x{{2, 3}, {nan, 1, 4, 3, nan, -2}};
+  for (OpType type : {OpType::ReduceMax, OpType::ReduceMin}) {
+    graph::Operator op = make_op(type);
+    op.attrs.axes = {0};
+    op.attrs.keepdims = false;
+    const std::vector<float> y = run_whole(find_tile_kernel(type, "reference"), op, {x}, {3});
+    CHECK(std::isnan(y[0]));
+    CHECK(std::isnan(y[1]));
+    CHECK(y[2] == (type == OpType::ReduceMax ? 4.0f : -2.0f));
+  }
+}
+
+TEST_CASE("Reductions and LayerNormalization reference vs naive double; tiling") {
+  const std::vector<OpType> reductions = {
+      OpType::ReduceMean,   OpType::ReduceSum,       OpType::ReduceMax, OpType::ReduceMin,
+      OpType::ReduceProd,   OpType::ReduceSumSquare, OpType::ReduceL1,  OpType::ReduceL2,
+      OpType::ReduceLogSum, OpType::ReduceLogSumExp};
+  for (int trial = 0; trial < 240; ++trial) {
     const uint64_t seed = base_seed() + 15000 + trial;
     INFO("seed " << seed);
     Rng rng(seed);
     const Shape shape = random_shape(rng, 1, 4);
     const auto rank = static_cast<int64_t>(shape.size());
-    const Tensor x = random_tensor(shape, rng);
-    if (trial % 2 == 0) {
-      graph::Operator op = make_op(OpType::ReduceMean);
+    Tensor x = random_tensor(shape, rng);
+    if (trial % 4 != 3) {
+      const OpType type = reductions[static_cast<size_t>(trial / 4) % reductions.size()];
+      INFO(graph::op_type_name(type));
+      graph::Operator op = make_op(type);
+      // ReduceLogSum of positive sums only; ReduceProd of factors near 1
+      // (a product of 100 values in [-1, 1) is denormal).
+      if (type == OpType::ReduceLogSum)
+        for (float& v : x.data) v = std::fabs(v) + 0.01f;
+      if (type == OpType::ReduceProd)
+        for (float& v : x.data) v = 1.0f + 0.1f * v;
       for (int64_t d = 0; d < rank; ++d)
         if (rng.coin()) op.attrs.axes.push_back(d);
-      if (op.attrs.axes.empty()) op.attrs.axes.push_back(rng.uniform(0, rank - 1));
+      // No axes at all: noop_with_empty_axes, each element reduced alone.
+      if (op.attrs.axes.empty() && rng.uniform(0, 3) != 0)
+        op.attrs.axes.push_back(rng.uniform(0, rank - 1));
       op.attrs.keepdims = rng.coin() || static_cast<int64_t>(op.attrs.axes.size()) == rank;
       const auto reduced = [&](size_t d) {
         return std::count(op.attrs.axes.begin(), op.attrs.axes.end(), static_cast<int64_t>(d));
@@ -199,18 +260,17 @@ TEST_CASE("ReduceMean and LayerNormalization reference vs naive double; tiling")
       Shape out;
       for (size_t d = 0; d < shape.size(); ++d)
         if (!reduced(d) || op.attrs.keepdims) out.push_back(reduced(d) ? 1 : shape[d]);
-      std::vector<double> sum(static_cast<size_t>(graph::shape_numel(out)), 0.0);
-      std::vector<double> count(sum.size(), 0.0);
+      std::vector<std::vector<double>> boxes(static_cast<size_t>(graph::shape_numel(out)));
       for (int64_t f = 0; f < graph::shape_numel(shape); ++f) {
         const auto i = unravel(f, shape);
         std::vector<int64_t> o;
         for (size_t d = 0; d < shape.size(); ++d)
           if (!reduced(d) || op.attrs.keepdims) o.push_back(reduced(d) ? 0 : i[d]);
-        sum[static_cast<size_t>(ravel(o, out))] += x.data[static_cast<size_t>(f)];
-        count[static_cast<size_t>(ravel(o, out))] += 1;
+        boxes[static_cast<size_t>(ravel(o, out))].push_back(x.data[static_cast<size_t>(f)]);
       }
-      for (size_t k = 0; k < sum.size(); ++k) sum[k] /= count[k];
-      check_kernel(op, {x}, out, sum, rng);
+      std::vector<double> expected;
+      for (const auto& box : boxes) expected.push_back(naive_reduction(type, box));
+      check_kernel(op, {x}, out, expected, rng);
     } else {
       graph::Operator op = make_op(OpType::LayerNormalization);
       op.attrs.axis = rng.uniform(0, rank - 1);

@@ -19,7 +19,8 @@ outputs (LayerNormalization's Mean and InvStdDev, Dropout's mask, MaxPool's Indi
 refused. Many backend cases pass such operands as model inputs or ask for those outputs, so as
 given they test nothing of the op. Such a case is *adapted*, as a user's exported model would
 have it: each operand the compiler names as needing a constant becomes an initializer holding
-the case's value (only where every data set gives the same value), and the training outputs the
+the case's value (only where every data set gives the same value; so does an empty int64
+operand, which no --shape can describe), and the training outputs the
 compiler names are dropped from the graph outputs (the others are still compared). The summary
 counts the cases that passed after adaptation; the unadapted refusal stays a clean one-line
 error (tests/cli checks those).
@@ -68,6 +69,8 @@ UNSUPPORTED_DTYPE = re.compile(
     r"has type (\w+); Tessera needs float32|reads the (int64) input '[^']*' as data")
 # What adapt() answers: an operand the compiler needs as a constant, a training-only output.
 CONSTANT_OPERAND = re.compile(r"input '([^']+)'\)? must be an? (?:\w+ )?constant")
+# An empty int64 input (the axes of a reduction over its default axes) has no --shape value.
+EMPTY_OPERAND = re.compile(r"input '([^']+)' has an unknown dimension")
 TRAINING_OUTPUTS = re.compile(r"node '([^']+)' \(op '[^']+', opset \d+\): (?:only the first "
                               r"output \(Y\) is supported|the (?:Indices|mask) output is not)")
 MAX_ADAPTATIONS = 8
@@ -179,6 +182,9 @@ def adapt(model: onnx.ModelProto, data_sets: list[dict[str, np.ndarray]],
   """The model with the refusal in `message` taken away (see the module's docstring), and
   what was changed; None where it names nothing adapt() can change."""
   constant = CONSTANT_OPERAND.search(message)
+  empty = EMPTY_OPERAND.search(message)
+  if empty and data_sets and data_sets[0].get(empty.group(1), np.zeros(1)).dtype == np.int64:
+    constant = empty
   if constant:
     name = constant.group(1)
     names = [v.name for v in model.graph.input]

@@ -370,8 +370,9 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       }
       break;
     }
-    case OpType::Softmax: {
-      need_inputs(op, in, 1, 2);
+    case OpType::Softmax:
+    case OpType::LogSoftmax: {
+      need_inputs(op, in, 1, op.type == OpType::Softmax ? 2 : 1);
       need_rank(op, in[0], out.rank());
       size_t axis = static_cast<size_t>(a.axis);
       if (a.axis < 0 || axis >= out.rank()) fail(op, "dependency: bad axis");

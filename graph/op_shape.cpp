@@ -584,6 +584,7 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     case OpType::Concat:
       return concat_shape(op, in);
     case OpType::Softmax:
+    case OpType::LogSoftmax:
       return softmax_shape(op, in);
     case OpType::BatchNormalization:
       return batch_norm_shape(op, in);

@@ -64,9 +64,11 @@ enum class OpType : uint16_t {
   ReduceL2 = 50,
   ReduceLogSum = 51,
   ReduceLogSumExp = 52,
+  // Softmax's attributes (axis, coerce_2d); log of the softmax, no mask.
+  LogSoftmax = 53,
 };
 
-inline constexpr OpType kLastOpType = OpType::ReduceLogSumExp;
+inline constexpr OpType kLastOpType = OpType::LogSoftmax;
 
 // ReduceMean and the ops above: one input reduced over attrs.axes.
 constexpr bool is_reduction(OpType t) {
@@ -183,6 +185,8 @@ constexpr std::string_view op_type_name(OpType t) {
       return "ReduceLogSum";
     case OpType::ReduceLogSumExp:
       return "ReduceLogSumExp";
+    case OpType::LogSoftmax:
+      return "LogSoftmax";
   }
   return "Unknown";
 }

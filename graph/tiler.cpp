@@ -146,7 +146,7 @@ int64_t tiling_work(const Graph& graph, const std::vector<int32_t>& producer, in
 // the trailing dims it normalises jointly when coerce_2d).
 std::vector<bool> splittable_dims(const Operator& op, const Shape& out) {
   std::vector<bool> ok(out.size(), true);
-  if (op.type == OpType::Softmax) {
+  if (op.type == OpType::Softmax || op.type == OpType::LogSoftmax) {
     size_t axis = static_cast<size_t>(op.attrs.axis);
     size_t last = op.attrs.softmax_coerce_2d ? out.size() : axis + 1;
     for (size_t d = axis; d < last && d < out.size(); ++d) ok[d] = false;
@@ -178,7 +178,8 @@ constexpr int kMaxFollowDepth = 8;
 bool uses_grid_tiling(const Graph& graph, int32_t op_index, int depth = 0) {
   const Operator& op = graph.ops[static_cast<size_t>(op_index)];
   const Shape& out = graph.tensors[static_cast<size_t>(op.outputs[0])].shape;
-  if (op.type == OpType::MatMul || op.type == OpType::Softmax || op.type == OpType::FusedAttention)
+  if (op.type == OpType::MatMul || op.type == OpType::Softmax || op.type == OpType::LogSoftmax ||
+      op.type == OpType::FusedAttention)
     return out.size() >= 3;
   // A channel Concat of maps (YOLO's routes, its space-to-depth stem) takes
   // row tiles whatever its inputs' tiling: their channel runs could not line
@@ -460,8 +461,8 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
   bool conv_or_pool =
       op.type == OpType::Conv || op.type == OpType::MaxPool || op.type == OpType::AveragePool;
   const bool grid = uses_grid_tiling(graph, op_index);
-  bool spatial =
-      out.size() == 4 && op.type != OpType::Softmax && !grid && (conv_or_pool || out[2] > 1);
+  bool spatial = out.size() == 4 && op.type != OpType::Softmax && op.type != OpType::LogSoftmax &&
+                 !grid && (conv_or_pool || out[2] > 1);
   if (spatial) {
     int64_t images = out[0];
     const int64_t per_image_wanted = (wanted + images - 1) / images;

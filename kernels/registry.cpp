@@ -46,6 +46,7 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::Reshape, kReference, reference::reshape},
     {OpType::Concat, kReference, reference::concat, nullptr, nullptr, 0, kAnyLayout},
     {OpType::Softmax, kReference, reference::softmax},
+    {OpType::LogSoftmax, kReference, reference::softmax},
     {OpType::BatchNormalization, kReference, reference::batch_normalization},
     {OpType::Transpose, kReference, reference::transpose},
     {OpType::Gather, kReference, reference::gather},

@@ -43,7 +43,7 @@ void concat(const TileArgs& args);
 
 // softmax.cpp — numerically stable softmax along attrs.axis, or over the
 // dims [axis, rank) jointly when attrs.softmax_coerce_2d.
-void softmax(const TileArgs& args);
+void softmax(const TileArgs& args);  // and LogSoftmax
 
 // attention.cpp — FusedAttention: softmax(alpha · Q·KT + mask) · V, with the
 // bits of the MatMul, Softmax and MatMul it replaced.

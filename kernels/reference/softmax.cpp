@@ -1,4 +1,6 @@
-// Reference Softmax, numerically stable (the maximum is subtracted first).
+// Reference Softmax and LogSoftmax, numerically stable (the maximum is
+// subtracted first; LogSoftmax is x − max − log Σ exp(x − max), not the log
+// of a softmax that may have underflowed to 0).
 // Opset >= 13 normalises along `axis`; older opsets (softmax_coerce_2d)
 // jointly over the dims [axis, rank). The statistics of each softmax row are
 // computed over the whole row in a fixed order, whatever part the tile owns.
@@ -18,6 +20,11 @@ struct SoftmaxRow {
   float max;
   float sum;
 };
+
+// One output element of the row.
+float softmax_value(float x, const SoftmaxRow& row, bool log) {
+  return log ? (x - row.max) - std::log(row.sum) : std::exp(x - row.max) / row.sum;
+}
 
 SoftmaxRow row_statistics(const float* in, int64_t length, int64_t step) {
   float max = -std::numeric_limits<float>::infinity();
@@ -75,7 +82,11 @@ void softmax(const TileArgs& args) {
   if (rank == 0 || axis < 0 || static_cast<size_t>(axis) >= rank)
     fail(args,
          "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  if (args.input_count == 2 || args.op->attrs.alpha != 1.0f) return masked_softmax(args);
+  const bool log = args.op->type == graph::OpType::LogSoftmax;
+  if (args.input_count == 2 || args.op->attrs.alpha != 1.0f) {
+    if (log) fail(args, "LogSoftmax has no fused scale or mask");
+    return masked_softmax(args);
+  }
   const graph::Region& r = *args.region;
   if (r.empty()) return;
   const std::vector<int64_t> strides = graph::shape_strides(shape);
@@ -91,7 +102,7 @@ void softmax(const TileArgs& args) {
     for_each_offset(begin.first(a), end.first(a), st.first(a), [&](int64_t row_offset) {
       const SoftmaxRow stats = row_statistics(in + row_offset, row_length, 1);
       for_each_offset(begin.subspan(a), end.subspan(a), st.subspan(a), [&](int64_t offset) {
-        out[row_offset + offset] = std::exp(in[row_offset + offset] - stats.max) / stats.sum;
+        out[row_offset + offset] = softmax_value(in[row_offset + offset], stats, log);
       });
     });
     return;
@@ -110,7 +121,7 @@ void softmax(const TileArgs& args) {
     const SoftmaxRow stats = row_statistics(in + row_offset, shape[a], step);
     for (int64_t i = r.begin[a]; i < r.end[a]; ++i) {
       const int64_t offset = row_offset + i * step;
-      out[offset] = std::exp(in[offset] - stats.max) / stats.sum;
+      out[offset] = softmax_value(in[offset], stats, log);
     }
   });
 }

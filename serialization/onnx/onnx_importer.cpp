@@ -223,6 +223,7 @@ class Importer {
         {"Sigmoid", {6, 13}},
         {"Slice", {11, 13}},
         {"Softmax", {11, 13}},
+        {"LogSoftmax", {11, 13}},
         {"Softplus", {1, 22}},
         {"Split", {11, 13, 18}},
         {"Sqrt", {6, 13}},
@@ -824,9 +825,10 @@ class Importer {
           if (has_input(node, i)) data_inputs.push_back(i);
         break;
       }
-      case OpType::Softmax: {
+      case OpType::Softmax:
+      case OpType::LogSoftmax: {
         const auto rank = static_cast<int64_t>(shape_of(input(node, name, 0)).size());
-        // Softmax-1/11 flatten to 2-D at axis (default 1); Softmax-13 is per-axis (default -1).
+        // (Log)Softmax-1/11 flatten to 2-D at axis (default 1); -13 is per-axis (default -1).
         o.attrs.softmax_coerce_2d = opset_ < 13;
         const int64_t axis = attr_int(node, name, "axis", opset_ < 13 ? 1 : -1);
         o.attrs.axis = normalise_axis(node, name, axis, rank);

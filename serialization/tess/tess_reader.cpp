@@ -137,6 +137,8 @@ InputBounds input_bounds(graph::OpType type) {
       return {1, 1};
     case OpType::Softmax:  // X and a fused mask (graph/fuse_softmax_input.hpp)
       return {1, 2};
+    case OpType::LogSoftmax:
+      return {1, 1};
     case OpType::Concat:
       return {1, std::numeric_limits<size_t>::max()};
     case OpType::BatchNormalization:

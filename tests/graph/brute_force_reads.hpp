@@ -173,7 +173,8 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
       }
       break;
     }
-    case OpType::Softmax: {
+    case OpType::Softmax:
+    case OpType::LogSoftmax: {
       Region r = Region{o, o};
       for (auto& e : r.end) ++e;
       size_t axis = static_cast<size_t>(a.axis);

@@ -167,6 +167,7 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
         break;
       }
       case OpType::Softmax:
+      case OpType::LogSoftmax:
         c.in = {random_shape(rng, 1, 4, 5)};
         a.axis = rnd(rng, 0, static_cast<int64_t>(c.in[0].size()) - 1);
         a.softmax_coerce_2d = rnd(rng, 0, 1);
@@ -371,7 +372,8 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::ReduceL1,
                                             OpType::ReduceL2,
                                             OpType::ReduceLogSum,
-                                            OpType::ReduceLogSumExp};
+                                            OpType::ReduceLogSumExp,
+                                            OpType::LogSoftmax};
   return types;
 }
 

@@ -1,18 +1,21 @@
-// Softmax (both axis semantics) and BatchNormalization reference kernels vs.
+// Softmax and LogSoftmax (both axis semantics) and BatchNormalization reference kernels vs.
 // naive double-precision formulas; tiling.
+#include <cmath>
+
 #include "kernel_test_util.hpp"
 
 namespace tessera::kernels::test {
 namespace {
 
-TEST_CASE("Softmax reference: any axis, coerce_2d or not vs naive; tiling") {
-  for (int trial = 0; trial < 120; ++trial) {
+TEST_CASE("(Log)Softmax reference: any axis, coerce_2d or not vs naive; tiling") {
+  for (int trial = 0; trial < 240; ++trial) {
     const uint64_t seed = base_seed() + 9000 + trial;
     INFO("seed " << seed << " (set TESSERA_TEST_SEED to replay)");
     Rng rng(seed);
     Shape shape(static_cast<size_t>(rng.uniform(1, 4)));
     for (int64_t& d : shape) d = rng.size(7);
-    graph::Operator op = make_op(OpType::Softmax);
+    const bool log = trial % 2 == 1;
+    graph::Operator op = make_op(log ? OpType::LogSoftmax : OpType::Softmax);
     const size_t axis = static_cast<size_t>(rng.uniform(0, static_cast<int64_t>(shape.size()) - 1));
     op.attrs.axis = static_cast<int64_t>(axis);
     op.attrs.softmax_coerce_2d = rng.coin();
@@ -35,7 +38,8 @@ TEST_CASE("Softmax reference: any axis, coerce_2d or not vs naive; tiling") {
           same_row = same_row && (normalised(d) || oi[d] == index[d]);
         if (same_row) denominator += std::exp(double(x.data[other]) - double(x.data[flat]));
       }
-      expected[flat] = 1.0 / denominator;
+      // LogSoftmax: log(1 / Σ exp(x_j − x_i)), finite where the softmax underflows.
+      expected[flat] = log ? -std::log(denominator) : 1.0 / denominator;
     }
     check_kernel(op, {x}, shape, expected, rng);
   }

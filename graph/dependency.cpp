@@ -511,7 +511,8 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       add(deps, 0, r, in[0]);
       break;
     }
-    case OpType::LayerNormalization: {
+    case OpType::LayerNormalization:
+    case OpType::RMSNormalization: {
       need_inputs(op, in, 2, 3);
       need_rank(op, in[0], out.rank());
       const auto axis = static_cast<size_t>(a.axis);

@@ -431,7 +431,7 @@ Shape reduction_shape(const Operator& op, const std::vector<Shape>& in) {
 }
 
 Shape layer_norm_shape(const Operator& op, const std::vector<Shape>& in) {
-  check_input_count(op, in, 2, 3);
+  check_input_count(op, in, 2, op.type == OpType::RMSNormalization ? 2 : 3);
   const Shape& x = in[0];
   const int64_t axis = op.attrs.axis;
   if (axis < 0 || axis >= static_cast<int64_t>(x.size()))
@@ -619,6 +619,7 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     case OpType::ReduceLogSumExp:
       return reduction_shape(op, in);
     case OpType::LayerNormalization:
+    case OpType::RMSNormalization:
       return layer_norm_shape(op, in);
     case OpType::Slice:
       return slice_shape(op, in);

@@ -66,9 +66,11 @@ enum class OpType : uint16_t {
   ReduceLogSumExp = 52,
   // Softmax's attributes (axis, coerce_2d); log of the softmax, no mask.
   LogSoftmax = 53,
+  // LayerNormalization's attributes and inputs (X, Scale): x / RMS(x) · Scale.
+  RMSNormalization = 54,
 };
 
-inline constexpr OpType kLastOpType = OpType::LogSoftmax;
+inline constexpr OpType kLastOpType = OpType::RMSNormalization;
 
 // ReduceMean and the ops above: one input reduced over attrs.axes.
 constexpr bool is_reduction(OpType t) {
@@ -187,6 +189,8 @@ constexpr std::string_view op_type_name(OpType t) {
       return "ReduceLogSumExp";
     case OpType::LogSoftmax:
       return "LogSoftmax";
+    case OpType::RMSNormalization:
+      return "RMSNormalization";
   }
   return "Unknown";
 }

@@ -151,7 +151,7 @@ std::vector<bool> splittable_dims(const Operator& op, const Shape& out) {
     size_t last = op.attrs.softmax_coerce_2d ? out.size() : axis + 1;
     for (size_t d = axis; d < last && d < out.size(); ++d) ok[d] = false;
   }
-  if (op.type == OpType::LayerNormalization)
+  if (op.type == OpType::LayerNormalization || op.type == OpType::RMSNormalization)
     for (size_t d = static_cast<size_t>(std::max<int64_t>(op.attrs.axis, 0)); d < out.size(); ++d)
       ok[d] = false;
   // A batched MatMul is cut over its batch dims (attention: batch x head)

@@ -1,8 +1,8 @@
 // Reference reductions: ReduceMean, ReduceSum, ReduceMax, ... over any set
-// of axes and LayerNormalization (opset 17) over the dims [axis, rank). Each
-// output element's statistics are summed over its whole reduction box in a
-// fixed order (in double), whatever part of the output the tile owns, so any
-// tiling gives bitwise identical results.
+// of axes, and LayerNormalization (opset 17) and RMSNormalization (opset 23)
+// over the dims [axis, rank). Each output element's statistics are summed
+// over its whole reduction box in a fixed order (in double), whatever part of
+// the output the tile owns, so any tiling gives bitwise identical results.
 #include <algorithm>
 #include <cmath>
 #include <span>
@@ -105,7 +105,9 @@ void reduce(const TileArgs& args) {
 }
 
 void layer_normalization(const TileArgs& args) {
-  check_tile_args(args, 2, 3);
+  // RMSNormalization: the same with the mean taken as 0 and no B.
+  const bool rms = args.op->type == graph::OpType::RMSNormalization;
+  check_tile_args(args, 2, rms ? 2 : 3);
   const graph::OpAttributes& a = args.op->attrs;
   const graph::Shape& shape = *args.output.shape;
   if (*args.inputs[0].shape != shape)
@@ -134,7 +136,7 @@ void layer_normalization(const TileArgs& args) {
     const float* xr = x + row;
     double sum = 0.0;
     for (int64_t i = 0; i < row_length; ++i) sum += xr[i];
-    const double mean = sum / static_cast<double>(row_length);
+    const double mean = rms ? 0.0 : sum / static_cast<double>(row_length);
     double squares = 0.0;
     for (int64_t i = 0; i < row_length; ++i) {
       const double centred = xr[i] - mean;

@@ -72,7 +72,8 @@ void slice(const TileArgs& args);
 
 // normalization.cpp — the reductions (ReduceMean, ReduceSum, ReduceMax,
 // ReduceMin, ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum,
-// ReduceLogSumExp: graph::is_reduction()) and LayerNormalization.
+// ReduceLogSumExp: graph::is_reduction()), LayerNormalization and
+// RMSNormalization.
 void reduce(const TileArgs& args);
 void layer_normalization(const TileArgs& args);
 

@@ -193,6 +193,7 @@ class Importer {
         {"HardSwish", {14, 22}},
         {"Identity", {1, 13, 14, 16, 19, 21, 23, 24, 25}},
         {"LayerNormalization", {17}},
+        {"RMSNormalization", {23}},
         {"LeakyRelu", {6, 16}},
         {"Log", {6, 13}},
         {"MatMul", {9, 13}},
@@ -959,7 +960,8 @@ class Importer {
         }
         break;
       }
-      case OpType::LayerNormalization: {
+      case OpType::LayerNormalization:
+      case OpType::RMSNormalization: {
         const auto rank = static_cast<int64_t>(shape_of(input(node, name, 0)).size());
         o.attrs.axis = normalise_axis(node, name, attr_int(node, name, "axis", -1), rank);
         o.attrs.epsilon = attr_float(node, name, "epsilon", 1e-5f);

@@ -126,6 +126,8 @@ InputBounds input_bounds(graph::OpType type) {
       return {3, 4};  // Q, KT, V and an optional mask
     case OpType::LayerNormalization:
       return {2, 3};
+    case OpType::RMSNormalization:
+      return {2, 2};
     case OpType::Relu:
     case OpType::Clip:
     case OpType::Sigmoid:

@@ -253,7 +253,8 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
       for_each_coord(r, [&](const Coord& c) { read(0, c); });
       break;
     }
-    case OpType::LayerNormalization: {
+    case OpType::LayerNormalization:
+    case OpType::RMSNormalization: {
       const auto axis = static_cast<size_t>(a.axis);
       Region r{o, o};
       for (auto& e : r.end) ++e;

@@ -241,12 +241,13 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
         a.keepdims = rnd(rng, 0, 1);
         break;
       }
-      case OpType::LayerNormalization: {
+      case OpType::LayerNormalization:
+      case OpType::RMSNormalization: {
         c.in = {random_shape(rng, 1, 4, 5)};
         a.axis = rnd(rng, 0, static_cast<int64_t>(c.in[0].size()) - 1);
         Shape p(c.in[0].begin() + a.axis, c.in[0].end());
         c.in.push_back(p);
-        if (rnd(rng, 0, 1)) c.in.push_back(p);
+        if (type == OpType::LayerNormalization && rnd(rng, 0, 1)) c.in.push_back(p);
         break;
       }
       case OpType::Slice: {
@@ -373,7 +374,8 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::ReduceL2,
                                             OpType::ReduceLogSum,
                                             OpType::ReduceLogSumExp,
-                                            OpType::LogSoftmax};
+                                            OpType::LogSoftmax,
+                                            OpType::RMSNormalization};
   return types;
 }
 

@@ -226,7 +226,7 @@ TEST_CASE("ReduceMax and ReduceMin propagate NaN wherever it is in the box") {
   }
 }
 
-TEST_CASE("Reductions and LayerNormalization reference vs naive double; tiling") {
+TEST_CASE("Reductions, LayerNormalization and RMSNormalization reference vs naive double; tiling") {
   const std::vector<OpType> reductions = {
       OpType::ReduceMean,   OpType::ReduceSum,       OpType::ReduceMax, OpType::ReduceMin,
       OpType::ReduceProd,   OpType::ReduceSumSquare, OpType::ReduceL1,  OpType::ReduceL2,
@@ -272,18 +272,19 @@ TEST_CASE("Reductions and LayerNormalization reference vs naive double; tiling")
       for (const auto& box : boxes) expected.push_back(naive_reduction(type, box));
       check_kernel(op, {x}, out, expected, rng);
     } else {
-      graph::Operator op = make_op(OpType::LayerNormalization);
+      const bool rms = rng.coin();
+      graph::Operator op = make_op(rms ? OpType::RMSNormalization : OpType::LayerNormalization);
       op.attrs.axis = rng.uniform(0, rank - 1);
       op.attrs.epsilon = rng.coin() ? 1e-5f : 0.1f;
       const Shape normalized(shape.begin() + op.attrs.axis, shape.end());
       std::vector<Tensor> in{x, random_tensor(normalized, rng)};
-      if (rng.coin()) in.push_back(random_tensor(normalized, rng));
+      if (!rms && rng.coin()) in.push_back(random_tensor(normalized, rng));
       const int64_t row = graph::shape_numel(normalized);
       std::vector<double> expected;
       for (int64_t r = 0; r < graph::shape_numel(shape) / row; ++r) {
         double mean = 0, var = 0;
         for (int64_t k = 0; k < row; ++k) mean += x.data[static_cast<size_t>(r * row + k)];
-        mean /= static_cast<double>(row);
+        mean = rms ? 0.0 : mean / static_cast<double>(row);  // RMS: x / sqrt(mean(x²) + eps)
         for (int64_t k = 0; k < row; ++k) {
           const double c = x.data[static_cast<size_t>(r * row + k)] - mean;
           var += c * c / static_cast<double>(row);

@@ -156,7 +156,8 @@ class Importer {
   //   only change types), Reshape-14 allowzero, Resize-11/13/18/19 (roi,
   //   antialias, keep_aspect_ratio_policy, axes, half_pixel_symmetric), Shape-15
   //   start/end, Softmax-13 axis, Split-13 split input and Split-18
-  //   num_outputs, Squeeze/Unsqueeze-13 axes input.
+  //   num_outputs, Squeeze/Unsqueeze-13 axes input, Mod-28 (defines float
+  //   fmod = 0; Mod folds constants only).
   static const std::unordered_map<std::string, std::vector<int>>& reviewed_op_versions() {
     static const std::unordered_map<std::string, std::vector<int>> kVersions = {
         {"Abs", {6, 13}},
@@ -200,6 +201,7 @@ class Importer {
         {"Max", {8, 12, 13}},
         {"MaxPool", {11, 12, 22}},
         {"Min", {8, 12, 13}},
+        {"Mod", {10, 13, 28}},
         {"Mul", {7, 13, 14}},
         {"Neg", {6, 13}},
         {"Pad", {11, 13, 18, 19, 21, 23, 24, 25}},
@@ -715,6 +717,7 @@ class Importer {
       return import_comparison(node, name);
     if (op == "And" || op == "Or" || op == "Xor" || op == "Not") return import_logic(node, name);
     if (op == "Size") return import_size(node, name);
+    if (op == "Mod") return import_mod(node, name);
     if (op == "Cast" || op == "CastLike") return import_cast(node, name);
     if (op == "Unsqueeze" || op == "Squeeze") return import_squeeze(node, name);
     if (op == "Split") return import_split(node, name);
@@ -1248,6 +1251,38 @@ class Importer {
       c->ints.push_back(a.constant->dtype == DType::Int64
                             ? compare(a.constant->ints[i], b.constant->ints[j])
                             : compare(a.constant->floats[i], b.constant->floats[j]));
+    define_constant(node, name, std::move(c));
+  }
+
+  // Mod of constants (shape arithmetic: the expanded Attention function
+  // checks that heads divide evenly). fmod = 0: the sign of B, as Python's %;
+  // fmod = 1: the sign of A, as C's fmod.
+  void import_mod(const onnx::NodeProto& node, const std::string& name) {
+    const Value& a = input(node, name, 0);
+    const Value& b = input(node, name, 1);
+    if (!a.constant || !b.constant)
+      fail_node(node, name, "is supported only on constants (shape computations)");
+    if (a.constant->dtype != b.constant->dtype)
+      fail_node(node, name, "takes operands of different types");
+    const bool fmod = attr_int(node, name, "fmod", 0) != 0;
+    auto c = std::make_shared<Constant>();
+    c->dtype = a.constant->dtype;
+    c->shape = broadcast_or_fail(node, name, a.constant->shape, b.constant->shape);
+    for (auto [i, j] : broadcast_pairs(a.constant->shape, b.constant->shape, c->shape)) {
+      if (c->dtype == DType::Int64) {
+        const int64_t x = a.constant->ints[i], y = b.constant->ints[j];
+        if (y == 0 || (x == INT64_MIN && y == -1))
+          fail_node(node, name, "int64 division by zero or overflow while folding");
+        int64_t r = x % y;
+        if (!fmod && r != 0 && ((r < 0) != (y < 0))) r += y;
+        c->ints.push_back(r);
+      } else {
+        const float x = a.constant->floats[i], y = b.constant->floats[j];
+        float r = std::fmod(x, y);
+        if (!fmod && r != 0 && ((r < 0) != (y < 0))) r += y;
+        c->floats.push_back(r);
+      }
+    }
     define_constant(node, name, std::move(c));
   }
 

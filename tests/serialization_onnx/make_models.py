@@ -467,3 +467,26 @@ model("pad_wrap",
 model("symbolic_dims",
       [helper.make_node("Add", ["x", "z"], ["y"], name="add")],
       [vi("x", ["N", "seq", 4]), vi("z", [None, 1, 4])], [vi("y", None)])
+
+# Folded integer and float shape arithmetic: Mod (both signs conventions, int64 and float),
+# Neg and Abs of int64, Size, CastLike. The folded sum is added to x; ONNX Runtime with x = 0
+# gives the folded values.
+mod_a = np.array([7, -7, 7, -7], np.int64)
+mod_b = np.array([3, 3, -3, -3], np.int64)
+m = model("fold_int_ops",
+          [helper.make_node("Mod", ["ma", "mb"], ["m0"], name="mod0"),
+           helper.make_node("Mod", ["ma", "mb"], ["m1"], name="mod1", fmod=1),
+           helper.make_node("Mod", ["fa", "fb"], ["m2"], name="mod2", fmod=1),
+           helper.make_node("Neg", ["m0"], ["n0"], name="neg0"),
+           helper.make_node("Abs", ["m1"], ["a1"], name="abs1"),
+           helper.make_node("Size", ["x"], ["sz"], name="size"),
+           helper.make_node("Add", ["n0", "a1"], ["s0"], name="sum_int"),
+           helper.make_node("Add", ["s0", "sz"], ["s1"], name="sum_size"),
+           helper.make_node("CastLike", ["s1", "x"], ["f0"], name="castlike"),
+           helper.make_node("Add", ["f0", "m2"], ["f1"], name="sum_float"),
+           helper.make_node("Add", ["x", "f1"], ["y"], name="live_add")],
+          [vi("x", [4])], [vi("y", None)],
+          [init("ma", mod_a), init("mb", mod_b),
+           init("fa", np.array([5.5, -5.5, 5.5, -5.5], np.float32)),
+           init("fb", np.array([2.0, 2.0, -2.0, -2.0], np.float32))], opset=15)
+write_expect("fold_int_ops", folded=run_ort(m, {"x": np.zeros(4, np.float32)})[0])

@@ -395,6 +395,16 @@ TEST_CASE("Constant folding: ops on weights only become one weight") {
   CHECK(g.tensors.size() == 3);
 }
 
+TEST_CASE("Constant folding: Mod, Neg, Abs, Size, CastLike of constants (ORT's values)") {
+  const Graph g = load("fold_int_ops");
+  REQUIRE(g.ops.size() == 1);
+  const auto& folded = input_tensor(g, op_named(g, "live_add"), 1);
+  CHECK(folded.is_weight);
+  const auto expected = read_expect("fold_int_ops").at("folded");
+  REQUIRE(folded.weight.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(folded.weight[i] == expected[i]);
+}
+
 TEST_CASE("Unsorted nodes, initializer listed as input, Identity/Dropout aliases") {
   const Graph g = load("unsorted");
   REQUIRE(g.ops.size() == 2);

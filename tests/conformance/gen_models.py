@@ -32,7 +32,7 @@ IR_VERSION = 8
 
 
 def ir_version_for(opset: int) -> int:
-  return 10 if opset >= 21 else 9 if opset >= 19 else IR_VERSION
+  return 11 if opset >= 23 else 10 if opset >= 21 else 9 if opset >= 19 else IR_VERSION
 
 
 @dataclasses.dataclass

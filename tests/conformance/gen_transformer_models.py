@@ -1,7 +1,8 @@
 """Conformance cases for the transformer operators and two tiny transformers.
 
 Per-op models over random shapes and attributes (Transpose, Gather, Sub, Div, Pow, Sqrt, Erf,
-Tanh, Gelu, Where, Expand, ReduceMean, LayerNormalization, Slice, Unsqueeze/Squeeze, Cast,
+Tanh, Gelu, Where, Expand, ReduceMean and the other reductions, LogSoftmax, LayerNormalization,
+RMSNormalization, Attention (opset 23), Slice, Unsqueeze/Squeeze, Cast,
 batched MatMul, shape subgraphs folded at import), a 2-layer BERT encoder and a GPT-2 block,
 built with onnx.helper in the structure torch.onnx.export emits (Shape/Gather/Unsqueeze/Concat
 reshape targets, decomposed LayerNorm at opset 13, LayerNormalization at 17, Erf-GELU for BERT,
@@ -202,6 +203,92 @@ def gen_reduce_mean(rng, idx):
   y = reduce_mean(b, x, axes, opset, keepdims)
   name = f"reducemean_{idx}_op{opset}_{shape_tag(shape)}_axes{axes}_k{keepdims}"
   return case(b, name, [y], opset)
+
+
+REDUCTIONS = ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
+              "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"]
+
+
+def gen_reduction(rng, idx):
+  """The reductions beside ReduceMean: axes as an attribute (opset 13; ReduceSum's an input from
+  13) or an input (18+), negative axes, keepdims 0/1, and no axes at all (every axis)."""
+  op = REDUCTIONS[idx % len(REDUCTIONS)]
+  b = gm.GraphBuilder(rng)
+  rank = int(rng.integers(1, 5))
+  shape = gm.rand_shape(rng, rank, 7)
+  opset = [13, 18, 21][idx % 3]
+  x = b.input(shape)
+  if op == "ReduceLogSum":  # a positive sum
+    x = b.node("Add", [b.node("Abs", [x]), f32(b, 0.1)])
+  if op == "ReduceProd":  # factors near 1
+    x = b.node("Add", [b.node("Mul", [x, f32(b, 0.1)]), f32(b, 1.0)])
+  picked = sorted(rng.choice(rank, size=int(rng.integers(1, rank + 1)), replace=False))
+  axes = [] if idx % 5 == 4 else [int(a) - rank if rng.random() < 0.3 else int(a) for a in picked]
+  keepdims = int(rng.integers(0, 2))
+  axes_input = opset >= (13 if op == "ReduceSum" else 18)
+  if not axes:
+    y = b.node(op, [x], keepdims=keepdims)
+  elif axes_input:
+    y = b.node(op, [x, i64(b, axes, "axes")], keepdims=keepdims)
+  else:
+    y = b.node(op, [x], axes=axes, keepdims=keepdims)
+  name = f"{op.lower()}_{idx}_op{opset}_{shape_tag(shape)}_axes{axes}_k{keepdims}"
+  return case(b, name, [y], opset)
+
+
+def gen_log_softmax(rng, idx):
+  b = gm.GraphBuilder(rng)
+  rank = int(rng.integers(1, 5))
+  shape = gm.rand_shape(rng, rank, 9)
+  opset = [11, 13][idx % 2]
+  axis = int(rng.integers(-rank, rank))
+  x = b.node("Mul", [b.input(shape), f32(b, 10.0)])  # logits whose softmax underflows
+  y = b.node("LogSoftmax", [x], axis=axis)
+  return case(b, f"logsoftmax_{idx}_op{opset}_{shape_tag(shape)}_axis{axis}", [y], opset)
+
+
+def gen_rms_norm(rng, idx):
+  b = gm.GraphBuilder(rng)
+  rank = int(rng.integers(2, 5))
+  shape = gm.rand_shape(rng, rank, 9)
+  axis = int(rng.integers(-rank, rank)) if idx % 2 else -1
+  x = b.node("Add", [b.input(shape), f32(b, 2.0)])
+  scale = b.const(rng.uniform(0.5, 1.5, shape[axis:]).astype(np.float32), "gamma")
+  y = b.node("RMSNormalization", [x, scale], axis=axis, epsilon=float(rng.choice([1e-5, 1e-3])))
+  return case(b, f"rmsnorm_{idx}_{shape_tag(shape)}_axis{axis}", [y], 23)
+
+
+def gen_attention(rng, idx):
+  """ONNX Attention (opset 23): 4-D or 3-D (heads as attributes), MHA or GQA, causal or not, a
+  float mask, a KV cache (past in, present out), a softcap; Tessera fuses the chain it emits."""
+  b = gm.GraphBuilder(rng)
+  batch, kv_heads = int(rng.integers(1, 3)), int(rng.choice([1, 2]))
+  q_heads = kv_heads * int(rng.choice([1, 2, 3]))
+  q_len, kv_len, head = int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.choice([4, 8]))
+  three_d, causal = idx % 2 == 1, idx % 3 == 0
+  past = int(rng.integers(1, 5)) if idx % 4 == 2 else 0
+  if causal and not past:
+    q_len = kv_len  # top-left and bottom-right causal masks agree only then
+  attrs = {"is_causal": int(causal)}
+  if idx % 5 == 3:
+    attrs["softcap"] = 2.0
+  if three_d:
+    attrs.update(q_num_heads=q_heads, kv_num_heads=kv_heads)
+    q = b.input([batch, q_len, q_heads * head])
+    k = b.input([batch, kv_len, kv_heads * head])
+    v = b.input([batch, kv_len, kv_heads * head])
+  else:
+    q = b.input([batch, q_heads, q_len, head])
+    k = b.input([batch, kv_heads, kv_len, head])
+    v = b.input([batch, kv_heads, kv_len, head])
+  inputs = [q, k, v, b.input([q_len, past + kv_len]) if idx % 2 == 0 else ""]
+  if past:
+    inputs += [b.input([batch, kv_heads, past, head]), b.input([batch, kv_heads, past, head])]
+  outs = [b.fresh("y")] + ([b.fresh("present_k"), b.fresh("present_v")] if past else [])
+  b.node("Attention", inputs, n_out=len(outs), out_names=outs, **attrs)
+  name = (f"attention_{idx}_{'3d' if three_d else '4d'}_q{q_heads}kv{kv_heads}_s{q_len}l{kv_len}"
+          f"p{past}{'_causal' if causal else ''}")
+  return case(b, name, outs, 23)
 
 
 def gen_layer_norm(rng, idx):
@@ -500,6 +587,10 @@ SINGLE_OPS = [
     (gen_where, 4),
     (gen_expand, 5),
     (gen_reduce_mean, 8),
+    (gen_reduction, 18),
+    (gen_log_softmax, 4),
+    (gen_rms_norm, 4),
+    (gen_attention, 12),
     (gen_layer_norm, 6),
     (gen_slice, 10),
     (gen_squeeze, 4),

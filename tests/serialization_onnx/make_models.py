@@ -490,3 +490,16 @@ m = model("fold_int_ops",
            init("fa", np.array([5.5, -5.5, 5.5, -5.5], np.float32)),
            init("fb", np.array([2.0, 2.0, -2.0, -2.0], np.float32))], opset=15)
 write_expect("fold_int_ops", folded=run_ort(m, {"x": np.zeros(4, np.float32)})[0])
+
+# Attention (opset 23): a 4-D causal MHA becomes Transpose(K), MatMul, Mul(scale), Add(mask),
+# Softmax, MatMul; an external cache length (nonpad_kv_seqlen) and a bool mask input are refused.
+attention_inputs = [vi("q", [1, 2, 3, 4]), vi("k", [1, 2, 3, 4]), vi("v", [1, 2, 3, 4])]
+model("attention_causal",
+      [helper.make_node("Attention", ["q", "k", "v"], ["y"], name="attn", is_causal=1)],
+      attention_inputs, [vi("y", None)], opset=23)
+model("attention_nonpad",
+      [helper.make_node("Attention", ["q", "k", "v", "", "", "", "n"], ["y"], name="attn_np")],
+      attention_inputs + [vi("n", [1], TensorProto.INT64)], [vi("y", None)], opset=24)
+model("attention_bool_mask",
+      [helper.make_node("Attention", ["q", "k", "v", "m"], ["y"], name="attn_bm")],
+      attention_inputs + [vi("m", [3, 3], TensorProto.BOOL)], [vi("y", None)], opset=23)

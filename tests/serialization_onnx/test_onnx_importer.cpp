@@ -405,6 +405,21 @@ TEST_CASE("Constant folding: Mod, Neg, Abs, Size, CastLike of constants (ORT's v
   for (size_t i = 0; i < expected.size(); ++i) CHECK(folded.weight[i] == expected[i]);
 }
 
+TEST_CASE("Attention becomes the chain its ONNX function expands to; a KV length is refused") {
+  const Graph g = load("attention_causal");
+  std::vector<OpType> types;
+  for (const Operator& op : g.ops) types.push_back(op.type);
+  CHECK(types == std::vector<OpType>{OpType::Transpose, OpType::MatMul, OpType::Mul, OpType::Add,
+                                     OpType::Softmax, OpType::MatMul});
+  CHECK(g.tensors[g.outputs[0]].name == "y");
+  CHECK(g.tensors[g.outputs[0]].shape == Shape{1, 2, 3, 4});
+  CHECK(contains(import_error("attention_nonpad"),
+                 "node 'attn_np' (op 'Attention', opset 24): nonpad_kv_seqlen (an external KV "
+                 "cache) is not supported"));
+  // A run-time bool mask is refused where it enters: Tessera has no bool activations.
+  CHECK(contains(import_error("attention_bool_mask"), "input 'm' has type BOOL"));
+}
+
 TEST_CASE("Unsorted nodes, initializer listed as input, Identity/Dropout aliases") {
   const Graph g = load("unsorted");
   REQUIRE(g.ops.size() == 2);

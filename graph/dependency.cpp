@@ -78,6 +78,29 @@ std::pair<int64_t, int64_t> window_range(int64_t o0, int64_t o1, int64_t size, i
   return {lo, hi};
 }
 
+// ConvTranspose along one spatial dim: input position i feeds output i·stride
+// − pad + j·dilation for taps j. The input positions and the taps that reach
+// output positions [o0, o1), each as [lo, hi); both empty when none does.
+struct TransposedWindow {
+  int64_t in_lo, in_hi, tap_lo, tap_hi;
+};
+TransposedWindow transposed_window(int64_t o0, int64_t o1, int64_t size, int64_t kernel,
+                                   int64_t stride, int64_t pad, int64_t dilation) {
+  TransposedWindow w{std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(),
+                     std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
+  for (int64_t o = o0; o < o1; ++o)
+    for (int64_t j = 0; j < kernel; ++j) {
+      const int64_t at = o + pad - j * dilation;  // i · stride
+      if (at < 0 || at % stride != 0 || at / stride >= size) continue;
+      w.in_lo = std::min(w.in_lo, at / stride);
+      w.in_hi = std::max(w.in_hi, at / stride + 1);
+      w.tap_lo = std::min(w.tap_lo, j);
+      w.tap_hi = std::max(w.tap_hi, j + 1);
+    }
+  if (w.in_lo >= w.in_hi) return {0, 0, 0, 0};
+  return w;
+}
+
 void spatial_deps(const Operator& op, const Shape& x, const Region& out, Region& xr) {
   const OpAttributes& a = op.attrs;
   if (a.kernel_shape.size() != 2 || a.strides.size() != 2 || a.dilations.size() != 2 ||
@@ -172,6 +195,49 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
   std::vector<InputDependency> deps;
   const OpAttributes& a = op.attrs;
   switch (op.type) {
+    case OpType::ConvTranspose: {
+      need_inputs(op, in, 2, 3);
+      need_rank(op, in[0], 4);
+      need_rank(op, in[1], 4);
+      need_rank(op, output_shape, 4);
+      const Shape& x = in[0];
+      const Shape& w = in[1];
+      if (a.group < 1 || x[1] % a.group != 0 || a.kernel_shape.size() != 2 ||
+          a.strides.size() != 2 || a.dilations.size() != 2 || a.pads.size() != 4)
+        fail(op, "dependency: bad group or spatial attributes");
+      // The output channels' groups read their input channels and, of W, the
+      // rows of those channels and the columns of the output channels
+      // within their group (all columns once the tile spans groups).
+      const int64_t in_per_group = x[1] / a.group, out_per_group = w[1];
+      const int64_t g0 = out.begin[1] / out_per_group, g1 = (out.end[1] - 1) / out_per_group + 1;
+      Region xr{{out.begin[0], g0 * in_per_group, 0, 0}, {out.end[0], g1 * in_per_group, 0, 0}};
+      Region wr{{g0 * in_per_group, 0, 0, 0}, {g1 * in_per_group, out_per_group, 0, 0}};
+      if (g1 - g0 == 1) {
+        wr.begin[1] = out.begin[1] - g0 * out_per_group;
+        wr.end[1] = out.end[1] - g0 * out_per_group;
+      }
+      bool reached = true;
+      for (size_t i = 0; i < 2; ++i) {
+        const TransposedWindow tw =
+            transposed_window(out.begin[2 + i], out.end[2 + i], x[2 + i], a.kernel_shape[i],
+                              a.strides[i], a.pads[i], a.dilations[i]);
+        xr.begin[2 + i] = tw.in_lo;
+        xr.end[2 + i] = tw.in_hi;
+        wr.begin[2 + i] = tw.tap_lo;
+        wr.end[2 + i] = tw.tap_hi;
+        reached = reached && tw.in_lo < tw.in_hi;
+      }
+      // Output rows no input reaches (stride gaps, negative end pads) hold the bias alone.
+      if (reached) {
+        add(deps, 0, xr, x);
+        add(deps, 1, wr, w);
+      }
+      if (in.size() == 3) {
+        need_rank(op, in[2], 1);
+        add(deps, 2, Region{{out.begin[1]}, {out.end[1]}}, in[2]);
+      }
+      break;
+    }
     case OpType::Conv: {
       const InputCount count = conv_input_count(a);
       need_inputs(op, in, count.min, count.max);

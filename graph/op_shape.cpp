@@ -122,6 +122,35 @@ std::vector<int64_t> spatial_output(const Operator& op, const Shape& x, bool cei
   return out;
 }
 
+Shape conv_transpose_shape(const Operator& op, const std::vector<Shape>& in) {
+  check_input_count(op, in, 2, 3);
+  const Shape& x = in[0];
+  const Shape& w = in[1];
+  check_rank(op, x, 4, "input X");
+  check_rank(op, w, 4, "weight W");
+  const OpAttributes& a = op.attrs;
+  if (a.kernel_shape.size() != 2 || a.strides.size() != 2 || a.dilations.size() != 2 ||
+      a.pads.size() != 4)
+    fail(op, "needs 2-D kernel_shape, strides, dilations and 4 pads");
+  if (a.group < 1 || x[1] % a.group != 0 || w[0] != x[1])
+    fail(op, "weight " + shape_to_string(w) + " does not fit input channels " +
+                 std::to_string(x[1]) + " in " + std::to_string(a.group) + " group(s)");
+  if (a.kernel_shape[0] != w[2] || a.kernel_shape[1] != w[3])
+    fail(op, "kernel_shape does not match weight shape " + shape_to_string(w));
+  const int64_t m = w[1] * a.group;
+  if (in.size() == 3 && in[2] != Shape{m})
+    fail(op, "bias must have shape [" + std::to_string(m) + "], got " + shape_to_string(in[2]));
+  Shape out = {x[0], m, 0, 0};
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t s = a.strides[i], d = a.dilations[i];
+    if (s < 1 || d < 1) fail(op, "strides and dilations must be >= 1");
+    out[2 + i] = (x[2 + i] - 1) * s - a.pads[i] - a.pads[2 + i] + d * (a.kernel_shape[i] - 1) + 1;
+    if (out[2 + i] < 1)
+      fail(op, "output dim " + std::to_string(2 + i) + " would be " + std::to_string(out[2 + i]));
+  }
+  return out;
+}
+
 Shape conv_shape(const Operator& op, const std::vector<Shape>& in) {
   // A fused residual (graph/fuse_residual.hpp) is input 3, a fused input
   // scale (graph/fuse_input_scale.hpp) the last input, the bias then always
@@ -618,6 +647,8 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     case OpType::ReduceLogSum:
     case OpType::ReduceLogSumExp:
       return reduction_shape(op, in);
+    case OpType::ConvTranspose:
+      return conv_transpose_shape(op, in);
     case OpType::LayerNormalization:
     case OpType::RMSNormalization:
       return layer_norm_shape(op, in);

@@ -68,9 +68,11 @@ enum class OpType : uint16_t {
   LogSoftmax = 53,
   // LayerNormalization's attributes and inputs (X, Scale): x / RMS(x) · Scale.
   RMSNormalization = 54,
+  // 2-D transposed convolution; Conv's spatial attributes (graph/operator.hpp).
+  ConvTranspose = 55,
 };
 
-inline constexpr OpType kLastOpType = OpType::RMSNormalization;
+inline constexpr OpType kLastOpType = OpType::ConvTranspose;
 
 // ReduceMean and the ops above: one input reduced over attrs.axes.
 constexpr bool is_reduction(OpType t) {
@@ -191,6 +193,8 @@ constexpr std::string_view op_type_name(OpType t) {
       return "LogSoftmax";
     case OpType::RMSNormalization:
       return "RMSNormalization";
+    case OpType::ConvTranspose:
+      return "ConvTranspose";
   }
   return "Unknown";
 }

@@ -15,6 +15,11 @@ namespace tessera::graph {
 //  - Conv/MaxPool/AveragePool: kernel_shape, strides, dilations have one entry
 //    per spatial dim; pads has 2 × spatial entries (all begins, then all ends),
 //    auto_pad already resolved into explicit pads.
+//  - ConvTranspose (2-D): X [N, C, H, W], W [C, M / group, kh, kw], optional
+//    B [M]; the same attributes as Conv, input pixel i feeding output pixels
+//    i·stride − pad_begin + k·dilation. output_padding and output_shape are
+//    resolved into the pads: an end pad lowered by output_padding (it may go
+//    negative: output rows no input reaches, holding the bias).
 //  - Clip: clip_min/clip_max always set (±inf when absent).
 //  - Gemm: alpha, beta, trans_a, trans_b. C (if any) is input 2 and
 //    broadcastable to [M, N].

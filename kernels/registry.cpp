@@ -70,6 +70,7 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::ReduceLogSumExp, kReference, reference::reduce},
     {OpType::LayerNormalization, kReference, reference::layer_normalization},
     {OpType::RMSNormalization, kReference, reference::layer_normalization},
+    {OpType::ConvTranspose, kReference, reference::conv_transpose},
     {OpType::Slice, kReference, reference::slice},
     {OpType::Gelu, kReference, reference::gelu},
     {OpType::LeakyRelu, kReference, reference::leaky_relu, nullptr, nullptr, 0, kAnyLayout},

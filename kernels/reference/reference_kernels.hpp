@@ -16,6 +16,10 @@ namespace tessera::kernels::reference {
 // and optional bias. Inputs X [N,C,H,W], W [M,C/group,kH,kW], B [M].
 void conv(const TileArgs& args);
 
+// conv_transpose.cpp — 2-D ConvTranspose with groups, strides, dilations,
+// pads (possibly negative at the end: output_padding), optional bias.
+void conv_transpose(const TileArgs& args);
+
 // gemm.cpp — Y = alpha * op(A) * op(B) + beta * C, C optional and
 // unidirectionally broadcastable to [M,N].
 void gemm(const TileArgs& args);

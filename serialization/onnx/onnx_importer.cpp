@@ -174,6 +174,7 @@ class Importer {
         {"Constant", {11, 12, 13, 19, 21, 23, 24, 25}},
         {"ConstantOfShape", {9, 20, 21, 23, 24, 25}},
         {"Conv", {11, 22}},
+        {"ConvTranspose", {11, 22}},
         {"Div", {7, 13, 14}},
         {"Dropout", {10, 12, 13, 22}},
         {"Equal", {11, 13, 19}},
@@ -682,6 +683,47 @@ class Importer {
     return out;
   }
 
+  // ConvTranspose's pads: explicit, VALID, or from the output size (the
+  // output_shape attribute, or input · stride for SAME_UPPER/LOWER) split
+  // as ONNX says (SAME_UPPER: the smaller half first); then each end pad
+  // lowered by output_padding, which extends the output past the last tap.
+  std::vector<int64_t> resolve_transpose_pads(const onnx::NodeProto& node, const std::string& name,
+                                              const Shape& input, const graph::OpAttributes& a,
+                                              const std::vector<int64_t>& output_padding) const {
+    const std::string auto_pad = attr_string(node, name, "auto_pad", "NOTSET");
+    std::vector<int64_t> output_shape = attr_ints(node, name, "output_shape", {});
+    if (output_shape.size() > 2) output_shape.erase(output_shape.begin(), output_shape.end() - 2);
+    if (!output_shape.empty() && output_shape.size() != 2)
+      fail_node(node, name, "attribute 'output_shape' must give both spatial dims");
+    std::vector<int64_t> pads(4, 0);
+    if (output_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"))
+      output_shape = {input[2] * a.strides[0], input[3] * a.strides[1]};
+    if (!output_shape.empty()) {
+      for (size_t d = 0; d < 2; ++d) {
+        const int64_t total = a.strides[d] * (input[2 + d] - 1) + output_padding[d] +
+                              (a.kernel_shape[d] - 1) * a.dilations[d] + 1 - output_shape[d];
+        // Halves rounded down, as ONNX's Python reference does: an output
+        // larger than the taps reach (total < 0) grows at the end.
+        const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+        pads[d] = auto_pad == "SAME_UPPER" ? half : total - half;
+        pads[2 + d] = total - pads[d];
+      }
+    } else if (auto_pad == "NOTSET") {
+      pads = attr_ints(node, name, "pads", pads);
+      if (pads.size() != 4) fail_node(node, name, "attribute 'pads' must have 4 values (2-D)");
+      for (int64_t p : pads)
+        if (p < 0) fail_node(node, name, "attribute 'pads' must not be negative");
+    } else if (auto_pad != "VALID") {
+      fail_node(node, name, "attribute auto_pad = " + in_quotes(auto_pad) + " is not supported");
+    }
+    for (size_t d = 0; d < 2; ++d) {
+      if (output_padding[d] < 0 || output_padding[d] >= std::max(a.strides[d], a.dilations[d]))
+        fail_node(node, name, "output_padding must be below the stride or the dilation");
+      pads[2 + d] -= output_padding[d];
+    }
+    return pads;
+  }
+
   // A scalar constant input (Clip's min/max), as float.
   float scalar_constant(const onnx::NodeProto& node, const std::string& name, int i,
                         const std::string& what) const {
@@ -747,6 +789,24 @@ class Importer {
         o.attrs.group = attr_int(node, name, "group", 1);
         o.attrs.pads =
             resolve_pads(node, name, x, o.attrs.kernel_shape, o.attrs.strides, o.attrs.dilations);
+        data_inputs = has_input(node, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
+        break;
+      }
+      case OpType::ConvTranspose: {
+        const Shape& x = shape_of(input(node, name, 0));
+        const Shape& w = shape_of(input(node, name, 1));
+        if (x.size() != 4 || w.size() != 4)
+          fail_node(node, name, "only 2-D transposed convolution (4-D X and W) is supported");
+        o.attrs.kernel_shape = spatial_attr(node, name, "kernel_shape", {w[2], w[3]});
+        if (o.attrs.kernel_shape[0] != w[2] || o.attrs.kernel_shape[1] != w[3])
+          fail_node(node, name, "attribute 'kernel_shape' does not match the shape of W");
+        o.attrs.strides = spatial_attr(node, name, "strides", {1, 1});
+        o.attrs.dilations = spatial_attr(node, name, "dilations", {1, 1});
+        o.attrs.group = attr_int(node, name, "group", 1);
+        const std::vector<int64_t> output_padding = attr_ints(node, name, "output_padding", {0, 0});
+        if (output_padding.size() != 2)
+          fail_node(node, name, "attribute 'output_padding' must have 2 values (2-D)");
+        o.attrs.pads = resolve_transpose_pads(node, name, x, o.attrs, output_padding);
         data_inputs = has_input(node, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
         break;
       }

@@ -128,6 +128,8 @@ InputBounds input_bounds(graph::OpType type) {
       return {2, 3};
     case OpType::RMSNormalization:
       return {2, 2};
+    case OpType::ConvTranspose:
+      return {2, 3};
     case OpType::Relu:
     case OpType::Clip:
     case OpType::Sigmoid:

@@ -192,6 +192,38 @@ def rand_shape(rng, rank: int, hi: int = 9):
   return [int(rng.integers(1, hi)) for _ in range(rank)]
 
 
+def gen_conv_transpose(rng, idx: int) -> Case:
+  """ConvTranspose: groups, strides, dilations, explicit pads, output_padding, output_shape and
+  SAME_UPPER/LOWER auto_pad (both split the padding, the former the smaller half first)."""
+  b = GraphBuilder(rng)
+  group = int(rng.integers(1, 3))
+  cg, mg = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+  kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+  strides = [int(rng.integers(1, 4)), int(rng.integers(1, 4))]
+  dilations = [int(rng.integers(1, 3)), int(rng.integers(1, 3))]
+  h, w = int(rng.integers(1, 8)), int(rng.integers(1, 8))
+  x = b.input([int(rng.integers(1, 3)), cg * group, h, w])
+  inputs = [x, b.const(rng.standard_normal((cg * group, mg, kh, kw)).astype(np.float32))]
+  if rng.random() < 0.6:
+    inputs.append(b.const(rng.standard_normal(mg * group).astype(np.float32), "b"))
+  attrs = dict(group=group, strides=strides, dilations=dilations, kernel_shape=[kh, kw])
+  kind = idx % 4
+  if kind == 0:
+    attrs["pads"] = [int(rng.integers(0, kh)), int(rng.integers(0, kw)), 0, 0]
+  elif kind == 1:
+    # Below the stride: ONNX Runtime's rule (the spec allows stride or dilation).
+    attrs["output_padding"] = [int(rng.integers(0, strides[0])), int(rng.integers(0, strides[1]))]
+  elif kind == 2:
+    natural = [(h - 1) * strides[0] + (kh - 1) * dilations[0] + 1,
+               (w - 1) * strides[1] + (kw - 1) * dilations[1] + 1]
+    attrs["output_shape"] = [max(1, n + int(rng.integers(-1, 2))) for n in natural]
+  else:
+    attrs["auto_pad"] = "SAME_UPPER" if rng.random() < 0.5 else "SAME_LOWER"
+  y = b.node("ConvTranspose", inputs, **attrs)
+  name = f"convtranspose_{idx}_{h}x{w}_k{kh}x{kw}_s{strides}_d{dilations}_g{group}_kind{kind}"
+  return Case(name, b.model([y], rand_opset(rng, 11, 21), name), b.input_values)
+
+
 def gen_unary(rng, idx: int, op: str) -> Case:
   b = GraphBuilder(rng)
   rank = [1, 2, 4, 3][idx % 4]
@@ -573,6 +605,7 @@ NETWORKS = {
 # (generator, number of random cases)
 SINGLE_OPS = [
     (gen_conv, 14),
+    (gen_conv_transpose, 12),
     (gen_gemm, 7),
     (gen_matmul, 10),
     (lambda r, i: gen_unary(r, i, "Relu"), 3),

@@ -75,6 +75,23 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
       if (in.size() == 3) read(2, {o[1]});
       break;
     }
+    case OpType::ConvTranspose: {
+      // Input pixel i feeds output i * stride - pad + k * dilation.
+      const int64_t cg = in[0][1] / a.group, mg = in[1][1], g = o[1] / mg;
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
+        for (int64_t kh = 0; kh < in[1][2]; ++kh)
+          for (int64_t kw = 0; kw < in[1][3]; ++kw) {
+            const int64_t th = o[2] + a.pads[0] - kh * a.dilations[0];
+            const int64_t tw = o[3] + a.pads[1] - kw * a.dilations[1];
+            if (th < 0 || tw < 0 || th % a.strides[0] || tw % a.strides[1]) continue;
+            const int64_t ih = th / a.strides[0], iw = tw / a.strides[1];
+            if (ih >= in[0][2] || iw >= in[0][3]) continue;
+            read(0, {o[0], c, ih, iw});
+            read(1, {c, o[1] - g * mg, kh, kw});
+          }
+      if (in.size() == 3) read(2, {o[1]});
+      break;
+    }
     case OpType::MaxPool:
     case OpType::AveragePool:
       for (int64_t kh = 0; kh < a.kernel_shape[0]; ++kh)

@@ -73,6 +73,20 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
         if (rnd(rng, 0, 1)) c.in.push_back({mg * a.group});
         break;
       }
+      case OpType::ConvTranspose: {
+        // End pads down to -(stride - 1): output_padding (rows only the bias reaches).
+        const int64_t sh = rnd(rng, 1, 3), sw = rnd(rng, 1, 3);
+        a = spatial_attrs(
+            {rnd(rng, 1, 4), rnd(rng, 1, 4)}, {sh, sw},
+            {rnd(rng, 0, 2), rnd(rng, 0, 2), rnd(rng, 1 - sh, 2), rnd(rng, 1 - sw, 2)},
+            {rnd(rng, 1, 3), rnd(rng, 1, 3)});
+        a.group = rnd(rng, 1, 3);
+        const int64_t cg = rnd(rng, 1, 3), mg = rnd(rng, 1, 3);
+        c.in = {{rnd(rng, 1, 3), cg * a.group, rnd(rng, 1, 7), rnd(rng, 1, 7)},
+                {cg * a.group, mg, a.kernel_shape[0], a.kernel_shape[1]}};
+        if (rnd(rng, 0, 1)) c.in.push_back({mg * a.group});
+        break;
+      }
       case OpType::MaxPool:
       case OpType::AveragePool:
         a = spatial_attrs({rnd(rng, 1, 4), rnd(rng, 1, 4)}, {rnd(rng, 1, 3), rnd(rng, 1, 3)},
@@ -375,7 +389,8 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::ReduceLogSum,
                                             OpType::ReduceLogSumExp,
                                             OpType::LogSoftmax,
-                                            OpType::RMSNormalization};
+                                            OpType::RMSNormalization,
+                                            OpType::ConvTranspose};
   return types;
 }
 

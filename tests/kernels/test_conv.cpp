@@ -1,5 +1,6 @@
 // Conv reference kernel vs. a naive convolution over an explicitly padded
-// input, plus tiling determinism and hand-computed cases.
+// input, ConvTranspose's vs. a naive scatter, plus tiling determinism and
+// hand-computed cases.
 #include "kernel_test_util.hpp"
 
 namespace tessera::kernels::test {
@@ -90,6 +91,95 @@ TEST_CASE("Conv reference: random shapes and attributes vs naive, tiling is bitw
     const ConvCase c = random_conv(rng);
     check_kernel(c.op, c.inputs, c.out_shape, naive_conv(c), rng);
   }
+}
+
+// ConvTranspose the other way round from the kernel: every input pixel
+// scatters x · W into the full, unpadded output ((H − 1)·s + d·(k − 1) + 1
+// rows), in double; the requested output is then the window [pad_begin,
+// pad_begin + OH) of it, zero (bias only) where it runs past (output_padding).
+std::vector<double> naive_conv_transpose(const ConvCase& c) {
+  const Shape& xs = c.inputs[0].shape;
+  const Shape& ws = c.inputs[1].shape;
+  const auto& a = c.op.attrs;
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int64_t Mg = ws[1], KH = ws[2], KW = ws[3], M = Mg * a.group, Cg = C / a.group;
+  const int64_t FH = (H - 1) * a.strides[0] + a.dilations[0] * (KH - 1) + 1;
+  const int64_t FW = (W - 1) * a.strides[1] + a.dilations[1] * (KW - 1) + 1;
+  std::vector<double> full(N * M * FH * FW, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t ci = 0; ci < C; ++ci)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          for (int64_t mg = 0; mg < Mg; ++mg)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t m = ci / Cg * Mg + mg;
+                const int64_t fh = h * a.strides[0] + kh * a.dilations[0];
+                const int64_t fw = w * a.strides[1] + kw * a.dilations[1];
+                full[((n * M + m) * FH + fh) * FW + fw] +=
+                    double(c.inputs[0].data[((n * C + ci) * H + h) * W + w]) *
+                    c.inputs[1].data[((ci * Mg + mg) * KH + kh) * KW + kw];
+              }
+  const int64_t OH = c.out_shape[2], OW = c.out_shape[3];
+  std::vector<double> y(N * M * OH * OW);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t fh = oh + a.pads[0], fw = ow + a.pads[1];
+          const bool inside = fh < FH && fw < FW;
+          y[((n * M + m) * OH + oh) * OW + ow] =
+              (inside ? full[((n * M + m) * FH + fh) * FW + fw] : 0.0) +
+              (c.inputs.size() == 3 ? c.inputs[2].data[m] : 0.0);
+        }
+  return y;
+}
+
+TEST_CASE("ConvTranspose reference: random shapes and attributes vs scattering naive; tiling") {
+  for (int trial = 0; trial < 150; ++trial) {
+    const uint64_t seed = base_seed() + 500 + trial;
+    INFO("seed " << seed << " (set TESSERA_TEST_SEED to replay)");
+    Rng rng(seed);
+    ConvCase c;
+    c.op = make_op(OpType::ConvTranspose);
+    auto& a = c.op.attrs;
+    a.group = rng.uniform(1, 3);
+    const int64_t Cg = rng.size(5), Mg = rng.size(5), N = rng.uniform(1, 2);
+    const int64_t KH = rng.uniform(1, 4), KW = rng.uniform(1, 4);
+    const int64_t H = rng.size(9), W = rng.size(9);
+    a.kernel_shape = {KH, KW};
+    a.strides = {rng.uniform(1, 4), rng.uniform(1, 4)};
+    a.dilations = {rng.uniform(1, 3), rng.uniform(1, 3)};
+    // End pads down to -(stride - 1): output_padding, output rows only the bias reaches.
+    a.pads = {rng.uniform(0, 2), rng.uniform(0, 2), rng.uniform(1 - a.strides[0], 2),
+              rng.uniform(1 - a.strides[1], 2)};
+    const int64_t OH =
+        (H - 1) * a.strides[0] - a.pads[0] - a.pads[2] + a.dilations[0] * (KH - 1) + 1;
+    const int64_t OW =
+        (W - 1) * a.strides[1] - a.pads[1] - a.pads[3] + a.dilations[1] * (KW - 1) + 1;
+    if (OH < 1 || OW < 1) continue;
+    c.inputs.push_back(random_tensor({N, Cg * a.group, H, W}, rng));
+    c.inputs.push_back(random_tensor({Cg * a.group, Mg, KH, KW}, rng));
+    if (rng.coin(0.6)) c.inputs.push_back(random_tensor({Mg * a.group}, rng));
+    c.out_shape = {N, Mg * a.group, OH, OW};
+    check_kernel(c.op, c.inputs, c.out_shape, naive_conv_transpose(c), rng);
+  }
+}
+
+TEST_CASE("ConvTranspose reference: hand-computed 2x2 input, 2x2 kernel, stride 2") {
+  // Stride 2 with a 2x2 kernel tiles the output with x[i][j] · W, no overlap:
+  // y = [[1 2 2 4], [3 4 6 8], [3 6 4 8], [9 12 12 16]] for x = [[1 2], [3 4]],
+  // W = [[1 2], [3 4]]; bias 0.5 everywhere.
+  graph::Operator op = make_op(OpType::ConvTranspose);
+  op.attrs.kernel_shape = {2, 2};
+  op.attrs.strides = {2, 2};
+  op.attrs.dilations = {1, 1};
+  op.attrs.pads = {0, 0, 0, 0};
+  const std::vector<float> y = run_whole(
+      find_tile_kernel(OpType::ConvTranspose, "reference"), op,
+      {{{1, 1, 2, 2}, {1, 2, 3, 4}}, {{1, 1, 2, 2}, {1, 2, 3, 4}}, {{1}, {0.5f}}}, {1, 1, 4, 4});
+  const std::vector<float> expected = {1, 2, 2, 4, 3, 4, 6, 8, 3, 6, 4, 8, 9, 12, 12, 16};
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(y[i] == expected[i] + 0.5f);
 }
 
 TEST_CASE("Conv reference: hand-computed 3x3 input, 2x2 kernel") {

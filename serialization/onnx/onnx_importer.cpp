@@ -776,37 +776,31 @@ class Importer {
     o.type = *graph::op_type_from_name(op);
     std::vector<int> data_inputs;  // ONNX input positions that become operator inputs
     switch (o.type) {
-      case OpType::Conv: {
-        const Shape& x = shape_of(input(node, name, 0));
-        const Shape& w = shape_of(input(node, name, 1));
-        if (x.size() != 4 || w.size() != 4)
-          fail_node(node, name, "only 2-D convolution (4-D X and W) is supported");
-        o.attrs.kernel_shape = spatial_attr(node, name, "kernel_shape", {w[2], w[3]});
-        if (o.attrs.kernel_shape[0] != w[2] || o.attrs.kernel_shape[1] != w[3])
-          fail_node(node, name, "attribute 'kernel_shape' does not match the shape of W");
-        o.attrs.strides = spatial_attr(node, name, "strides", {1, 1});
-        o.attrs.dilations = spatial_attr(node, name, "dilations", {1, 1});
-        o.attrs.group = attr_int(node, name, "group", 1);
-        o.attrs.pads =
-            resolve_pads(node, name, x, o.attrs.kernel_shape, o.attrs.strides, o.attrs.dilations);
-        data_inputs = has_input(node, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
-        break;
-      }
+      case OpType::Conv:
       case OpType::ConvTranspose: {
+        const bool transposed = o.type == OpType::ConvTranspose;
         const Shape& x = shape_of(input(node, name, 0));
         const Shape& w = shape_of(input(node, name, 1));
         if (x.size() != 4 || w.size() != 4)
-          fail_node(node, name, "only 2-D transposed convolution (4-D X and W) is supported");
+          fail_node(node, name,
+                    transposed ? "only 2-D transposed convolution (4-D X and W) is supported"
+                               : "only 2-D convolution (4-D X and W) is supported");
         o.attrs.kernel_shape = spatial_attr(node, name, "kernel_shape", {w[2], w[3]});
         if (o.attrs.kernel_shape[0] != w[2] || o.attrs.kernel_shape[1] != w[3])
           fail_node(node, name, "attribute 'kernel_shape' does not match the shape of W");
         o.attrs.strides = spatial_attr(node, name, "strides", {1, 1});
         o.attrs.dilations = spatial_attr(node, name, "dilations", {1, 1});
         o.attrs.group = attr_int(node, name, "group", 1);
-        const std::vector<int64_t> output_padding = attr_ints(node, name, "output_padding", {0, 0});
-        if (output_padding.size() != 2)
-          fail_node(node, name, "attribute 'output_padding' must have 2 values (2-D)");
-        o.attrs.pads = resolve_transpose_pads(node, name, x, o.attrs, output_padding);
+        if (transposed) {
+          const std::vector<int64_t> output_padding =
+              attr_ints(node, name, "output_padding", {0, 0});
+          if (output_padding.size() != 2)
+            fail_node(node, name, "attribute 'output_padding' must have 2 values (2-D)");
+          o.attrs.pads = resolve_transpose_pads(node, name, x, o.attrs, output_padding);
+        } else {
+          o.attrs.pads =
+              resolve_pads(node, name, x, o.attrs.kernel_shape, o.attrs.strides, o.attrs.dilations);
+        }
         data_inputs = has_input(node, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
         break;
       }

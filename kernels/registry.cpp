@@ -88,6 +88,8 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::Resize, kReference, reference::resize},
     // CPU variants on the packed SGEMM (kernels/cpu/dense_ops.hpp):
     // {type, name, run, prepare, applies, preference, layouts}.
+    {OpType::ConvTranspose, "cpu.conv_transpose", cpu::conv_transpose, cpu::prepare_conv_transpose,
+     cpu::conv_transpose_applies, 10},
     {OpType::Conv, "cpu.conv_gemm", cpu::conv_gemm, cpu::prepare_conv_gemm, cpu::conv_gemm_applies,
      10, kAnyLayout},
     // X, Y and the residual share one layout (the weights are read in their

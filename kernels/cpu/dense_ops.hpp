@@ -42,6 +42,15 @@ std::optional<std::string> refuse_fused_input_scale(const graph::Operator& op);
 // The same for a fused 1x1 expansion (graph/fuse_expand_depthwise.hpp).
 std::optional<std::string> refuse_fused_expand(const graph::Operator& op);
 
+// conv_transpose.cpp — "cpu.conv_transpose": 2-D ConvTranspose (NCHW) as a
+// GEMM per input row (X read in place, each group's W packed at prepare)
+// and a scatter of the product's columns into the tile's output elements.
+void conv_transpose(const TileArgs& args);
+PreparedOp prepare_conv_transpose(const graph::Operator& op,
+                                  std::span<const ConstTensorView> inputs);
+std::optional<std::string> conv_transpose_applies(const graph::Operator& op,
+                                                  std::span<const ConstTensorView> inputs);
+
 // conv_depthwise.cpp — "cpu.conv_depthwise": depthwise convolution
 // (group == C == OC, W [C,1,kH,kW]), any stride, padding and dilation;
 // direct: NCHW vectorised along the output width, NHWC along the channels

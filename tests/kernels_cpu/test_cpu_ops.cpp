@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "graph/dependency.hpp"
+#include "graph/error.hpp"
+#include "graph/op_shape.hpp"
 #include "graph/operator.hpp"
 #include "graph/region.hpp"
 #include "kernels/cpu/conv_winograd.hpp"
@@ -475,6 +477,91 @@ TEST_CASE("cpu.conv_gemm matches the reference conv") {
     check_case("cpu.conv_gemm", *c, seed++);
     ++i;
   }
+}
+
+// A random 2-D ConvTranspose: groups, strides, dilations, pads with end pads
+// down to -(stride - 1) (output_padding), with and without a bias.
+OpCase random_conv_transpose(std::mt19937_64& rng) {
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  while (true) {
+    OpCase c;
+    c.op.type = OpType::ConvTranspose;
+    c.op.name = "conv_transpose";
+    c.label = "random";
+    graph::OpAttributes& a = c.op.attrs;
+    a.group = pick(1, 3);
+    const int64_t cg = pick(1, 9), mg = pick(1, 7), kh = pick(1, 4), kw = pick(1, 4);
+    a.kernel_shape = {kh, kw};
+    a.strides = {pick(1, 3), pick(1, 3)};
+    a.dilations = {pick(1, 2), pick(1, 2)};
+    a.pads = {pick(0, 2), pick(0, 2), pick(1 - a.strides[0], 2), pick(1 - a.strides[1], 2)};
+    c.inputs = {{pick(1, 2), cg * a.group, pick(1, 9), pick(1, 20)}, {cg * a.group, mg, kh, kw}};
+    c.constant = {false, true};
+    if (pick(0, 2) > 0) {
+      c.inputs.push_back({mg * a.group});
+      c.constant.push_back(true);
+    }
+    c.depth = cg * kh * kw;
+    try {
+      c.output = graph::infer_output_shape(c.op, c.inputs);
+      return c;
+    } catch (const tessera::Error&) {
+      // pads larger than the taps reach: draw again
+    }
+  }
+}
+
+TEST_CASE("cpu.conv_transpose matches the reference; tilings agree bitwise") {
+  uint64_t seed = base_seed() * 7919u + 401;
+  std::mt19937_64 rng(base_seed() + 41);
+  for (int i = 0; i < 120; ++i)
+    check_case("cpu.conv_transpose", random_conv_transpose(rng), seed++);
+  // The same case as one tile and as random tiles: the same bits.
+  const TileKernelVariant* variant =
+      kernels::find_tile_kernel_variant(OpType::ConvTranspose, "cpu.conv_transpose");
+  REQUIRE(variant != nullptr);
+  for (int i = 0; i < 40; ++i) {
+    const OpCase c = random_conv_transpose(rng);
+    INFO(describe(c));
+    std::vector<std::vector<float>> data(c.inputs.size());
+    std::vector<ConstTensorView> views(c.inputs.size());
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (size_t k = 0; k < c.inputs.size(); ++k) {
+      data[k].resize(static_cast<size_t>(graph::shape_numel(c.inputs[k])));
+      for (float& v : data[k]) v = dist(rng);
+      views[k] = {data[k].data(), &c.inputs[k]};
+    }
+    const kernels::PreparedOp prepared = variant->prepare(c.op, views);
+    auto run = [&](const std::vector<graph::Region>& tiles) {
+      std::vector<float> out(static_cast<size_t>(graph::shape_numel(c.output)));
+      for (const graph::Region& tile : tiles) {
+        kernels::TileArgs args{.op = &c.op,
+                               .inputs = views.data(),
+                               .input_count = views.size(),
+                               .output = {out.data(), &c.output},
+                               .region = &tile,
+                               .prepared = prepared.get()};
+        variant->run(args);
+      }
+      return out;
+    };
+    const std::vector<float> whole = run({graph::Region::whole(c.output)});
+    const std::vector<float> tiled = run(random_tiles(c.output, rng));
+    for (size_t k = 0; k < whole.size(); ++k)
+      if (!same_bits(whole[k], tiled[k])) {
+        FAIL_CHECK("element ", k, ": ", whole[k], " as one tile, ", tiled[k], " tiled");
+        break;
+      }
+  }
+  graph::Operator activation;
+  activation.type = OpType::ConvTranspose;
+  activation.attrs.activation = Activation::Relu;
+  const Shape x{1, 2, 3, 3}, w{2, 1, 2, 2};
+  std::vector<float> weights(8, 1.0f);
+  const ConstTensorView refused[] = {{nullptr, &x}, {weights.data(), &w}};
+  REQUIRE(cpu::conv_transpose_applies(activation, refused));
 }
 
 TEST_CASE("cpu.conv_gemm: few channels (K = 1 to 40) and patch runs of every length") {

@@ -190,6 +190,7 @@ class Importer {
         {"Expand", {8, 13}},
         {"Flatten", {11, 13, 21, 23, 24, 25}},
         {"Gather", {11, 13}},
+        {"GatherElements", {11, 13}},
         {"Gelu", {20}},
         {"Gemm", {11, 13}},
         {"GlobalAveragePool", {1, 22}},
@@ -762,6 +763,7 @@ class Importer {
     if (op == "And" || op == "Or" || op == "Xor" || op == "Not") return import_logic(node, name);
     if (op == "Size") return import_size(node, name);
     if (op == "Mod") return import_mod(node, name);
+    if (op == "GatherElements") return import_gather_elements(node, name);
     if (op == "Attention") return import_attention(node, name);
     if (op == "Cast" || op == "CastLike") return import_cast(node, name);
     if (op == "Unsqueeze" || op == "Squeeze") return import_squeeze(node, name);
@@ -1501,6 +1503,49 @@ class Importer {
     }
     const std::string y = transpose(op(OpType::MatMul, {}, {probs, vh}), {0, 2, 1, 3});
     reshape(y, {batch, q_len, q_heads * v_head}, node.output(0));
+  }
+
+  // GatherElements of constants: Hugging Face's BERT export picks its
+  // token_type_ids buffer's first columns with it. out[i] = data[i with its
+  // axis coordinate replaced by index[i]] (negative indices from the end).
+  void import_gather_elements(const onnx::NodeProto& node, const std::string& name) {
+    const Value& data = input(node, name, 0);
+    const Value& index = input(node, name, 1);
+    if (!data.constant || !index.constant) fail_node(node, name, "is supported only on constants");
+    if (index.constant->dtype != DType::Int64) fail_node(node, name, "needs integer indices");
+    const Shape& ds = data.constant->shape;
+    const Shape& is = index.constant->shape;
+    const auto rank = static_cast<int64_t>(ds.size());
+    if (static_cast<int64_t>(is.size()) != rank || rank == 0)
+      fail_node(node, name, "data and indices must have one rank (at least 1)");
+    const auto axis =
+        static_cast<size_t>(normalise_axis(node, name, attr_int(node, name, "axis", 0), rank));
+    for (size_t d = 0; d < ds.size(); ++d)
+      if (d != axis && is[d] > ds[d])
+        fail_node(node, name, "indices are larger than the data at axis " + std::to_string(d));
+    const std::vector<int64_t> data_strides = graph::shape_strides(ds);
+    const std::vector<int64_t> index_strides = graph::shape_strides(is);
+    auto c = std::make_shared<Constant>();
+    c->dtype = data.constant->dtype;
+    c->shape = is;
+    for (int64_t f = 0; f < graph::shape_numel(is); ++f) {
+      int64_t at = 0;
+      for (size_t d = 0; d < is.size(); ++d) {
+        int64_t i = f / index_strides[d] % is[d];
+        if (d == axis) {
+          i = index.constant->ints[static_cast<size_t>(f)];
+          if (i < 0) i += ds[d];
+          if (i < 0 || i >= ds[d])
+            fail_node(node, name, "index " + std::to_string(i) + " is out of range");
+        }
+        at += i * data_strides[d];
+      }
+      if (c->dtype == DType::Int64)
+        c->ints.push_back(data.constant->ints[static_cast<size_t>(at)]);
+      else
+        c->floats.push_back(data.constant->floats[static_cast<size_t>(at)]);
+    }
+    define_constant(node, name, std::move(c));
   }
 
   // Mod of constants (shape arithmetic: the expanded Attention function

@@ -503,3 +503,13 @@ model("attention_nonpad",
 model("attention_bool_mask",
       [helper.make_node("Attention", ["q", "k", "v", "m"], ["y"], name="attn_bm")],
       attention_inputs + [vi("m", [3, 3], TensorProto.BOOL)], [vi("y", None)], opset=23)
+
+# GatherElements of constants (axis 1, a negative index) folded into a weight; ONNX Runtime with
+# x = 0 gives the folded values.
+m = model("fold_gather_elements",
+          [helper.make_node("GatherElements", ["gd", "gi"], ["g"], name="gather_el", axis=1),
+           helper.make_node("Add", ["x", "g"], ["y"], name="live_add")],
+          [vi("x", [2, 3])], [vi("y", None)],
+          [init("gd", np.arange(12, dtype=np.float32).reshape(3, 4)),
+           init("gi", np.array([[1, 3, 0], [-1, 0, 2]], np.int64))], opset=13)
+write_expect("fold_gather_elements", folded=run_ort(m, {"x": np.zeros((2, 3), np.float32)})[0])

@@ -405,6 +405,16 @@ TEST_CASE("Constant folding: Mod, Neg, Abs, Size, CastLike of constants (ORT's v
   for (size_t i = 0; i < expected.size(); ++i) CHECK(folded.weight[i] == expected[i]);
 }
 
+TEST_CASE("Constant folding: GatherElements of constants (ORT's values)") {
+  const Graph g = load("fold_gather_elements");
+  REQUIRE(g.ops.size() == 1);
+  const auto& folded = input_tensor(g, op_named(g, "live_add"), 1);
+  CHECK(folded.shape == Shape{2, 3});
+  const auto expected = read_expect("fold_gather_elements").at("folded");
+  REQUIRE(folded.weight.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(folded.weight[i] == expected[i]);
+}
+
 TEST_CASE("Attention becomes the chain its ONNX function expands to; a KV length is refused") {
   const Graph g = load("attention_causal");
   std::vector<OpType> types;

@@ -32,6 +32,9 @@ using graph::Shape;
 
 constexpr int64_t kMinOpset = 11;
 constexpr int64_t kMaxOpset = 28;
+// The domain of the nodes the importer makes up for the parts an ONNX node is
+// imported as (never read from a file: ONNX shape inference skips them).
+constexpr char kSyntheticDomain[] = "tessera.import";
 
 // Errors are one line: ONNX's own messages may span several.
 std::string one_line(std::string text) {
@@ -697,14 +700,18 @@ class Importer {
     if (!output_shape.empty() && output_shape.size() != 2)
       fail_node(node, name, "attribute 'output_shape' must give both spatial dims");
     std::vector<int64_t> pads(4, 0);
-    if (output_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"))
-      output_shape = {input[2] * a.strides[0], input[3] * a.strides[1]};
+    // SAME aims at input · stride but never pads below zero (ONNX Runtime's
+    // rule: its output is then the taps' reach); an output_shape larger than
+    // the taps reach grows the output at the end.
+    const bool same =
+        output_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER");
+    if (same) output_shape = {input[2] * a.strides[0], input[3] * a.strides[1]};
     if (!output_shape.empty()) {
       for (size_t d = 0; d < 2; ++d) {
-        const int64_t total = a.strides[d] * (input[2 + d] - 1) + output_padding[d] +
-                              (a.kernel_shape[d] - 1) * a.dilations[d] + 1 - output_shape[d];
-        // Halves rounded down, as ONNX's Python reference does: an output
-        // larger than the taps reach (total < 0) grows at the end.
+        int64_t total = a.strides[d] * (input[2 + d] - 1) + output_padding[d] +
+                        (a.kernel_shape[d] - 1) * a.dilations[d] + 1 - output_shape[d];
+        if (same) total = std::max<int64_t>(total, 0);
+        // Halves rounded down, as ONNX's Python reference does.
         const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
         pads[d] = auto_pad == "SAME_UPPER" ? half : total - half;
         pads[2 + d] = total - pads[d];
@@ -751,6 +758,7 @@ class Importer {
 
   void import_node(const onnx::NodeProto& node, const std::string& name) {
     const std::string& op = node.op_type();
+    if (import_1d_as_2d(node, name)) return;
     if (op == "Identity") return alias(node, name);
     if (op == "Dropout") return import_dropout(node, name);
     if (op == "Constant") return import_constant(node, name);
@@ -785,8 +793,9 @@ class Importer {
         const Shape& w = shape_of(input(node, name, 1));
         if (x.size() != 4 || w.size() != 4)
           fail_node(node, name,
-                    transposed ? "only 2-D transposed convolution (4-D X and W) is supported"
-                               : "only 2-D convolution (4-D X and W) is supported");
+                    transposed ? "only 1-D and 2-D transposed convolution (3-D or 4-D X and W) "
+                                 "is supported"
+                               : "only 1-D and 2-D convolution (3-D or 4-D X and W) is supported");
         o.attrs.kernel_shape = spatial_attr(node, name, "kernel_shape", {w[2], w[3]});
         if (o.attrs.kernel_shape[0] != w[2] || o.attrs.kernel_shape[1] != w[3])
           fail_node(node, name, "attribute 'kernel_shape' does not match the shape of W");
@@ -831,7 +840,8 @@ class Importer {
       case OpType::MaxPool:
       case OpType::AveragePool: {
         const Shape& x = shape_of(input(node, name, 0));
-        if (x.size() != 4) fail_node(node, name, "only 2-D pooling (4-D input) is supported");
+        if (x.size() != 4)
+          fail_node(node, name, "only 1-D and 2-D pooling (3-D or 4-D input) is supported");
         if (o.type == OpType::MaxPool) {
           if (node.output_size() > 1 && !node.output(1).empty())
             fail_node(node, name, "the Indices output is not supported");
@@ -1373,6 +1383,7 @@ class Importer {
       o.attrs = std::move(attrs);
       onnx::NodeProto part;
       part.set_op_type(node.op_type());
+      part.set_domain(kSyntheticDomain);
       part.set_name(node.name());
       std::vector<int> positions;
       for (const std::string& in : inputs) {
@@ -1707,6 +1718,78 @@ class Importer {
     o.type = OpType::Reshape;
     o.attrs.new_shape = out;
     emit(node, name, std::move(o), {0});
+  }
+
+  // A Reshape of `in` to `shape` named `out` (a view: no copy where the plan allows).
+  void emit_reshape(const onnx::NodeProto& node, const std::string& name, const std::string& in,
+                    const std::string& out, const Shape& shape) {
+    graph::Operator o;
+    o.name = out;
+    o.type = OpType::Reshape;
+    o.attrs.new_shape = shape;
+    onnx::NodeProto part;
+    part.set_op_type("Reshape");
+    part.set_domain(kSyntheticDomain);
+    part.set_name(node.name());
+    part.add_input(in);
+    part.add_output(out);
+    emit(part, name, std::move(o), {0});
+  }
+
+  // 1-D Conv, ConvTranspose, MaxPool and AveragePool (3-D X [N, C, L]: audio
+  // and sequence models) run as their 2-D forms over [N, C, 1, L], with the
+  // 2-D kernels: X viewed as 4-D, W given a unit kernel row, each
+  // spatial attribute a leading 1 (pads [0, begin, 0, end]), and the output
+  // viewed back as [N, M, L']; a W given at run time is viewed like X. False
+  // for any other node.
+  bool import_1d_as_2d(const onnx::NodeProto& node, const std::string& name) {
+    const std::string& op = node.op_type();
+    const bool conv = op == "Conv" || op == "ConvTranspose";
+    if ((!conv && op != "MaxPool" && op != "AveragePool") || !has_input(node, 0)) return false;
+    const Shape x = shape_of(input(node, name, 0));
+    if (x.size() != 3) return false;
+    onnx::NodeProto flat = node;
+    flat.set_input(0, unused_name(node.input(0) + "/as_2d"));
+    emit_reshape(node, name, node.input(0), flat.input(0), {x[0], x[1], 1, x[2]});
+    if (conv && has_input(node, 1)) {
+      const Value& w = input(node, name, 1);
+      const Shape ws = shape_of(w);
+      if (ws.size() != 3) fail_node(node, name, "a 1-D convolution needs a 3-D W");
+      flat.set_input(1, unused_name(node.input(1) + "/as_2d"));
+      if (w.constant) {
+        auto w4 = std::make_shared<Constant>(*w.constant);
+        w4->shape = {ws[0], ws[1], 1, ws[2]};
+        w4->name = flat.input(1);
+        w4->tensor = -1;
+        values_[flat.input(1)] = Value{-1, std::move(w4)};
+      } else {
+        emit_reshape(node, name, node.input(1), flat.input(1), {ws[0], ws[1], 1, ws[2]});
+      }
+    }
+    for (auto& a : *flat.mutable_attribute()) {
+      const std::string& key = a.name();
+      if (key != "kernel_shape" && key != "strides" && key != "dilations" && key != "pads" &&
+          key != "output_padding" && key != "output_shape")
+        continue;
+      if (a.ints_size() != (key == "pads" ? 2 : 1))
+        fail_node(node, name,
+                  "attribute " + in_quotes(key) + " has " + std::to_string(a.ints_size()) +
+                      " values for a 1-D input");
+      const std::vector<int64_t> v(a.ints().begin(), a.ints().end());
+      a.clear_ints();
+      const int64_t lead = key == "pads" || key == "output_padding" ? 0 : 1;
+      a.add_ints(lead);
+      a.add_ints(v[0]);
+      if (key == "pads") {
+        a.add_ints(0);
+        a.add_ints(v[1]);
+      }
+    }
+    flat.set_output(0, unused_name(node.output(0) + "/as_2d"));
+    import_node(flat, name);
+    const Shape y = shape_of(values_.at(flat.output(0)));
+    emit_reshape(node, name, flat.output(0), node.output(0), {y[0], y[1], y[3]});
+    return true;
   }
 
   // Slice's constant starts/ends/axes/steps resolved with ONNX's clamping
@@ -2088,8 +2171,12 @@ class Importer {
     // starting in the right padding (graph/op_shape.cpp follows the rule).
     if ((o.type == OpType::MaxPool || o.type == OpType::AveragePool) && o.attrs.ceil_mode) return;
     // Split is emitted as one Slice per output, each checked by Tessera's own
-    // shape function; ONNX's Split inference needs the whole node.
-    if (node.op_type() == "Split") return;
+    // shape function; ONNX's Split inference needs the whole node. The same
+    // for the parts an op is imported as (kSyntheticDomain: Attention's chain,
+    // a 1-D op's reshapes), which have no ONNX node of their own.
+    if (node.op_type() == "Split" || node.domain() == kSyntheticDomain) return;
+    // libonnx 1.12 infers a rank-2 output for ConvTranspose with output_shape.
+    if (node.op_type() == "ConvTranspose" && find_attr(node, "output_shape")) return;
     // Past the newest opset this libonnx knows, an op may have a newer
     // version it lacks (ReduceMean-18's axes input, Gelu-20): Tessera's own
     // shape function is then the only check.

@@ -224,6 +224,43 @@ def gen_conv_transpose(rng, idx: int) -> Case:
   return Case(name, b.model([y], rand_opset(rng, 11, 21), name), b.input_values)
 
 
+def gen_1d(rng, idx: int) -> Case:
+  """1-D Conv, ConvTranspose, MaxPool and AveragePool on [N, C, L] (audio and sequence models),
+  which Tessera runs as their 2-D forms over [N, C, 1, L]: groups, strides, dilations, pads,
+  SAME auto_pad, ceil_mode, count_include_pad."""
+  b = GraphBuilder(rng)
+  op = ["Conv", "ConvTranspose", "MaxPool", "AveragePool"][idx % 4]
+  group = int(rng.integers(1, 3)) if op.startswith("Conv") else 1
+  c, length, k = int(rng.integers(1, 4)) * group, int(rng.integers(3, 30)), int(rng.integers(1, 5))
+  x = b.input([int(rng.integers(1, 3)), c, length])
+  attrs = dict(kernel_shape=[k], strides=[int(rng.integers(1, 4))])
+  if op != "AveragePool":
+    attrs["dilations"] = [int(rng.integers(1, 3))]
+  if idx % 8 >= 4 and op == "Conv" and attrs["dilations"] == [1]:  # ORT: no SAME with dilations
+    attrs["auto_pad"] = "SAME_UPPER" if rng.random() < 0.5 else "SAME_LOWER"
+  else:
+    attrs["pads"] = [int(rng.integers(0, k)), int(rng.integers(0, k))]
+  inputs = [x]
+  if op == "Conv":
+    m = int(rng.integers(1, 4)) * group
+    inputs.append(b.const(rng.standard_normal((m, c // group, k)).astype(np.float32)))
+    if rng.random() < 0.5:
+      inputs.append(b.const(rng.standard_normal(m).astype(np.float32), "b"))
+    attrs["group"] = group
+  elif op == "ConvTranspose":
+    inputs.append(b.const(rng.standard_normal((c, int(rng.integers(1, 4)), k)).astype(np.float32)))
+    attrs["group"] = group
+  else:
+    attrs["ceil_mode"] = int(rng.integers(0, 2))
+    if op == "AveragePool":
+      attrs["count_include_pad"] = int(rng.integers(0, 2))
+    # A window must start inside the input or its left padding (ONNX's rule with ceil_mode).
+    attrs["pads"] = [min(p, k - 1) for p in attrs["pads"]]
+  y = b.node(op, inputs, **attrs)
+  name = f"{op.lower()}1d_{idx}_c{c}_l{length}_k{k}_{'_'.join(f'{a}{v}' for a, v in attrs.items())}"
+  return Case(name.replace(" ", ""), b.model([y], rand_opset(rng, 11, 17), name), b.input_values)
+
+
 def gen_unary(rng, idx: int, op: str) -> Case:
   b = GraphBuilder(rng)
   rank = [1, 2, 4, 3][idx % 4]
@@ -605,7 +642,6 @@ NETWORKS = {
 # (generator, number of random cases)
 SINGLE_OPS = [
     (gen_conv, 14),
-    (gen_conv_transpose, 12),
     (gen_gemm, 7),
     (gen_matmul, 10),
     (lambda r, i: gen_unary(r, i, "Relu"), 3),
@@ -622,6 +658,9 @@ SINGLE_OPS = [
     (gen_softmax, 8),
     (gen_batchnorm, 4),
     (gen_constant, 2),
+    # Appended last, so that the cases above keep their seeds.
+    (gen_conv_transpose, 12),
+    (gen_1d, 16),
 ]
 
 

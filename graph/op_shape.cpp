@@ -663,6 +663,7 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     case OpType::Reciprocal:
     case OpType::Abs:
     case OpType::Softplus:
+    case OpType::IsNaN:
       check_input_count(op, in, 1, 1);
       return in[0];
     case OpType::Max:

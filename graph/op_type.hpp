@@ -70,9 +70,11 @@ enum class OpType : uint16_t {
   RMSNormalization = 54,
   // 2-D transposed convolution; Conv's spatial attributes (graph/operator.hpp).
   ConvTranspose = 55,
+  // 1 where x is NaN, else 0 (Tessera's bools are float 0/1, as Where reads them).
+  IsNaN = 56,
 };
 
-inline constexpr OpType kLastOpType = OpType::ConvTranspose;
+inline constexpr OpType kLastOpType = OpType::IsNaN;
 
 // ReduceMean and the ops above: one input reduced over attrs.axes.
 constexpr bool is_reduction(OpType t) {
@@ -195,6 +197,8 @@ constexpr std::string_view op_type_name(OpType t) {
       return "RMSNormalization";
     case OpType::ConvTranspose:
       return "ConvTranspose";
+    case OpType::IsNaN:
+      return "IsNaN";
   }
   return "Unknown";
 }

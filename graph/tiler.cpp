@@ -106,6 +106,7 @@ bool follows_producer_tiling(OpType t) {
     case OpType::Reciprocal:
     case OpType::Abs:
     case OpType::Softplus:
+    case OpType::IsNaN:
     case OpType::Max:
     case OpType::Min:
       return true;

@@ -9,7 +9,8 @@ GatherElements of constants, folded at import), and times both. Needs .venv-benc
       [--hidden 768] [--seq 128] [--threads 1 2]
 
 An export with attention_mask does not import yet: its mask path runs on bool tensors at run time
-(Cast of the int64 mask, GatherND, And, Where) and guards the softmax with IsNaN.
+(Cast of the int64 mask, GatherND, And, Where). The dynamo exporter's softmax NaN guard
+(Where(IsNaN(p), 0, p)) imports, but keeps the attention from fusing.
 """
 import argparse
 import os

@@ -215,6 +215,10 @@ void neg(const TileArgs& args) {
   unary_tile(args, [](float x) { return -x; });
 }
 
+void is_nan(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::isnan(x) ? 1.0f : 0.0f; });
+}
+
 void exp(const TileArgs& args) {
   unary_tile(args, [](float x) { return std::exp(x); });
 }

@@ -82,8 +82,8 @@ void reduce(const TileArgs& args);
 void layer_normalization(const TileArgs& args);
 
 // elementwise.cpp — LeakyRelu (alpha), HardSigmoid (alpha, beta), HardSwish,
-// Neg, Exp, Log, Reciprocal, Abs, Softplus; Max and Min of two
-// broadcasting operands (NaN propagates).
+// Neg, Exp, Log, Reciprocal, Abs, Softplus, IsNaN (1 or 0); Max and Min of
+// two broadcasting operands (NaN propagates).
 void leaky_relu(const TileArgs& args);
 void hard_sigmoid(const TileArgs& args);
 void hard_swish(const TileArgs& args);
@@ -93,6 +93,7 @@ void log(const TileArgs& args);
 void reciprocal(const TileArgs& args);
 void abs(const TileArgs& args);
 void softplus(const TileArgs& args);
+void is_nan(const TileArgs& args);
 void max(const TileArgs& args);
 void min(const TileArgs& args);
 

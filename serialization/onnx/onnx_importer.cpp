@@ -200,6 +200,7 @@ class Importer {
         {"HardSigmoid", {6, 22}},
         {"HardSwish", {14, 22}},
         {"Identity", {1, 13, 14, 16, 19, 21, 23, 24, 25}},
+        {"IsNaN", {9, 13, 20}},
         {"LayerNormalization", {17}},
         {"RMSNormalization", {23}},
         {"LeakyRelu", {6, 16}},
@@ -241,6 +242,7 @@ class Importer {
         {"Sub", {7, 13, 14}},
         {"Tanh", {6, 13}},
         {"Transpose", {1, 13, 21, 23, 24, 25}},
+        {"Trilu", {14}},
         {"Unsqueeze", {11, 13, 21, 23, 24, 25}},
         {"Where", {9, 16}},
     };
@@ -772,6 +774,7 @@ class Importer {
     if (op == "Size") return import_size(node, name);
     if (op == "Mod") return import_mod(node, name);
     if (op == "GatherElements") return import_gather_elements(node, name);
+    if (op == "Trilu") return import_trilu(node, name);
     if (op == "Attention") return import_attention(node, name);
     if (op == "Cast" || op == "CastLike") return import_cast(node, name);
     if (op == "Unsqueeze" || op == "Squeeze") return import_squeeze(node, name);
@@ -974,11 +977,11 @@ class Importer {
           where_node = node;
           where_node.set_input(0, c->name);
           emit_node = &where_node;
-        } else if (!condition.constant) {
+        } else if (!condition.constant && !float_bools_.count(condition.tensor)) {
           fail_node(node, name,
                     "the condition " + in_quotes(node.input(0)) +
                         " is computed at run time; Tessera supports constant conditions "
-                        "(e.g. causal masks)");
+                        "(e.g. causal masks) and IsNaN's");
         }
         data_inputs = {0, 1, 2};
         break;
@@ -1063,6 +1066,7 @@ class Importer {
       case OpType::Reciprocal:
       case OpType::Abs:
       case OpType::Softplus:
+      case OpType::IsNaN:
         data_inputs = {0};
         break;
       case OpType::Max:  // import_max_min: two operands
@@ -1555,6 +1559,29 @@ class Importer {
         c->ints.push_back(data.constant->ints[static_cast<size_t>(at)]);
       else
         c->floats.push_back(data.constant->floats[static_cast<size_t>(at)]);
+    }
+    define_constant(node, name, std::move(c));
+  }
+
+  // Trilu of constants (Hugging Face's GPT-2 export builds its causal mask
+  // with one): the upper (or lower) triangle of each matrix in the last two
+  // dims, from diagonal k, the rest zero.
+  void import_trilu(const onnx::NodeProto& node, const std::string& name) {
+    const Value& x = input(node, name, 0);
+    if (!x.constant) fail_node(node, name, "is supported only on constants");
+    const Shape& s = x.constant->shape;
+    if (s.size() < 2) fail_node(node, name, "needs at least 2 dims");
+    const int64_t k = has_input(node, 1) ? int_values(node, name, 1, "k").at(0) : 0;
+    const bool upper = attr_int(node, name, "upper", 1) != 0;
+    const int64_t rows = s[s.size() - 2], cols = s.back();
+    auto c = std::make_shared<Constant>(*x.constant);
+    for (int64_t f = 0; f < graph::shape_numel(s); ++f) {
+      const int64_t i = f / cols % rows, j = f % cols;
+      if (upper ? j - i >= k : j - i <= k) continue;
+      if (c->dtype == DType::Int64)
+        c->ints[static_cast<size_t>(f)] = 0;
+      else
+        c->floats[static_cast<size_t>(f)] = 0.0f;
     }
     define_constant(node, name, std::move(c));
   }
@@ -2129,12 +2156,16 @@ class Importer {
 
   // The output shape the file declares (value_info or graph output), where
   // it declares one, must be ours.
+  // `bool_output`: an op whose ONNX output is bool, which Tessera holds as
+  // float 0/1 (IsNaN): a declared BOOL is then its float.
   void check_declared(const onnx::NodeProto& node, const std::string& name, const Shape& ours,
-                      bool integer_constant) const {
+                      bool integer_constant, bool bool_output = false) const {
     auto it = declared_.find(node.output(0));
     if (it == declared_.end() || !it->second->has_tensor_type()) return;
     const auto& tt = it->second->tensor_type();
-    if (!integer_constant && tt.elem_type() != 0 && tt.elem_type() != onnx::TensorProto::FLOAT)
+    const bool as_float = tt.elem_type() == 0 || tt.elem_type() == onnx::TensorProto::FLOAT ||
+                          (bool_output && tt.elem_type() == onnx::TensorProto::BOOL);
+    if (!integer_constant && !as_float)
       fail_node(node, name,
                 "output " + in_quotes(node.output(0)) + " is declared " +
                     type_name(tt.elem_type()) + "; Tessera needs float32 activations");
@@ -2272,7 +2303,7 @@ class Importer {
       fail_node(node, name, e.what());
     }
     check_onnx_inference(node, name, o, out);
-    check_declared(node, name, out, first_integer >= 0);
+    check_declared(node, name, out, first_integer >= 0, o.type == OpType::IsNaN);
     const std::string& out_name = node.output(0);
     if (all_constant) {
       values_[out_name] = Value{-1, first_integer >= 0 ? fold_integers(node, name, o, ins, out)
@@ -2283,6 +2314,7 @@ class Importer {
     const int32_t t = add_tensor(out_name, out);
     o.outputs.push_back(t);
     values_[out_name] = Value{t, nullptr};
+    if (o.type == OpType::IsNaN) float_bools_.insert(t);
     graph_.ops.push_back(std::move(o));
   }
 
@@ -2411,6 +2443,9 @@ class Importer {
   std::unordered_map<std::string, Value> values_;
   std::unordered_map<std::string, const onnx::TypeProto*> declared_;
   std::unordered_set<std::string> used_names_;
+  // Activations that hold bools as float 0/1 (IsNaN's outputs): Where may
+  // take them as its condition.
+  std::unordered_set<int32_t> float_bools_;
 };
 
 std::string dims_text(const std::vector<int64_t>& dims) {

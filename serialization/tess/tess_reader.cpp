@@ -112,6 +112,7 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::Reciprocal:
     case OpType::Abs:
     case OpType::Softplus:
+    case OpType::IsNaN:
     case OpType::Pad:
     case OpType::Resize:
       return {1, 1};

@@ -291,6 +291,18 @@ def gen_attention(rng, idx):
   return case(b, name, outs, 23)
 
 
+def gen_nan_guard(rng, idx):
+  """Hugging Face's softmax NaN guard, Where(IsNaN(p), 0, p): a row of the additive mask is all
+  -inf, so that row's softmax is NaN and the guard zeroes it."""
+  b = gm.GraphBuilder(rng)
+  rows, cols = int(rng.integers(2, 9)), int(rng.integers(2, 9))
+  bias = np.zeros((rows, cols), np.float32)
+  bias[int(rng.integers(0, rows))] = -np.inf
+  p = b.node("Softmax", [b.node("Add", [b.input([rows, cols]), b.const(bias, "mask")])], axis=-1)
+  y = b.node("Where", [b.node("IsNaN", [p]), f32(b, 0.0), p])
+  return case(b, f"nan_guard_{idx}_{rows}x{cols}", [y], [13, 18, 20][idx % 3])
+
+
 def gen_layer_norm(rng, idx):
   b = gm.GraphBuilder(rng)
   rank = int(rng.integers(2, 5))
@@ -598,6 +610,7 @@ SINGLE_OPS = [
     (gen_shape_subgraph, 4),
     (gen_batched_matmul, 4),
     (gen_fusion_pattern, 6),
+    (gen_nan_guard, 3),
 ]
 
 

@@ -296,6 +296,7 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
     case OpType::Reciprocal:
     case OpType::Abs:
     case OpType::Softplus:
+    case OpType::IsNaN:
       read(0, o);
       break;
     case OpType::Max:

@@ -285,6 +285,7 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
       case OpType::Reciprocal:
       case OpType::Abs:
       case OpType::Softplus:
+      case OpType::IsNaN:
         c.in = {random_shape(rng, 1, 4, 5)};
         break;
       case OpType::Max:
@@ -390,7 +391,8 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::ReduceLogSumExp,
                                             OpType::LogSoftmax,
                                             OpType::RMSNormalization,
-                                            OpType::ConvTranspose};
+                                            OpType::ConvTranspose,
+                                            OpType::IsNaN};
   return types;
 }
 

@@ -12,15 +12,15 @@
 namespace tessera::kernels::test {
 namespace {
 
-TEST_CASE("LeakyRelu, HardSigmoid, HardSwish, Neg, Exp, Log, Reciprocal, Abs, Softplus vs naive") {
-  const OpType types[] = {OpType::LeakyRelu,  OpType::HardSigmoid, OpType::HardSwish,
-                          OpType::Neg,        OpType::Exp,         OpType::Log,
-                          OpType::Reciprocal, OpType::Abs,         OpType::Softplus};
-  for (int trial = 0; trial < 180; ++trial) {
+TEST_CASE("LeakyRelu, HardSigmoid, HardSwish, Neg, Exp, Log, Reciprocal, Abs, Softplus, IsNaN") {
+  const OpType types[] = {OpType::LeakyRelu, OpType::HardSigmoid, OpType::HardSwish,  OpType::Neg,
+                          OpType::Exp,       OpType::Log,         OpType::Reciprocal, OpType::Abs,
+                          OpType::Softplus,  OpType::IsNaN};
+  for (int trial = 0; trial < 200; ++trial) {
     const uint64_t seed = base_seed() + 21000 + trial;
     INFO("seed " << seed << " (set TESSERA_TEST_SEED to replay)");
     Rng rng(seed);
-    const OpType type = types[trial % 9];
+    const OpType type = types[trial % 10];
     graph::Operator op = make_op(type);
     op.attrs.alpha = static_cast<float>(rng.uniform(1, 40)) / 100.0f;
     op.attrs.beta = static_cast<float>(rng.uniform(0, 10)) / 10.0f;
@@ -30,6 +30,7 @@ TEST_CASE("LeakyRelu, HardSigmoid, HardSwish, Neg, Exp, Log, Reciprocal, Abs, So
       v *= 8;  // spans HardSigmoid's and HardSwish's clamps, Softplus's both branches
       if (type == OpType::Log) v = std::fabs(v) + 0.01f;
       if (type == OpType::Reciprocal && std::fabs(v) < 0.05f) v = 0.5f;
+      if (type == OpType::IsNaN && v > 4) v = std::numeric_limits<float>::quiet_NaN();
     }
     std::vector<double> expected;
     for (float f : x.data) {
@@ -55,6 +56,9 @@ TEST_CASE("LeakyRelu, HardSigmoid, HardSwish, Neg, Exp, Log, Reciprocal, Abs, So
           break;
         case OpType::Reciprocal:
           expected.push_back(1 / v);
+          break;
+        case OpType::IsNaN:
+          expected.push_back(std::isnan(v) ? 1.0 : 0.0);
           break;
         case OpType::Abs:
           expected.push_back(std::fabs(v));

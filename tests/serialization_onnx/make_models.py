@@ -513,3 +513,14 @@ m = model("fold_gather_elements",
           [init("gd", np.arange(12, dtype=np.float32).reshape(3, 4)),
            init("gi", np.array([[1, 3, 0], [-1, 0, 2]], np.int64))], opset=13)
 write_expect("fold_gather_elements", folded=run_ort(m, {"x": np.zeros((2, 3), np.float32)})[0])
+
+# Trilu of a constant (lower, diagonal k = 1; then upper, k = -1) folded into a weight; ONNX
+# Runtime with x = 0 gives the folded values.
+m = model("fold_trilu",
+          [helper.make_node("Trilu", ["td", "tk"], ["lo"], name="tril", upper=0),
+           helper.make_node("Trilu", ["lo", "tn"], ["t"], name="triu"),
+           helper.make_node("Add", ["x", "t"], ["y"], name="live_add")],
+          [vi("x", [3, 4])], [vi("y", None)],
+          [init("td", np.arange(1, 13, dtype=np.float32).reshape(3, 4)),
+           init("tk", np.array(1, np.int64)), init("tn", np.array(-1, np.int64))], opset=14)
+write_expect("fold_trilu", folded=run_ort(m, {"x": np.zeros((3, 4), np.float32)})[0])

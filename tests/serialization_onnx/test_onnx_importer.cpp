@@ -415,6 +415,15 @@ TEST_CASE("Constant folding: GatherElements of constants (ORT's values)") {
   for (size_t i = 0; i < expected.size(); ++i) CHECK(folded.weight[i] == expected[i]);
 }
 
+TEST_CASE("Constant folding: Trilu of constants, lower and upper (ORT's values)") {
+  const Graph g = load("fold_trilu");
+  REQUIRE(g.ops.size() == 1);
+  const auto& folded = input_tensor(g, op_named(g, "live_add"), 1);
+  const auto expected = read_expect("fold_trilu").at("folded");
+  REQUIRE(folded.weight.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(folded.weight[i] == expected[i]);
+}
+
 TEST_CASE("Attention becomes the chain its ONNX function expands to; a KV length is refused") {
   const Graph g = load("attention_causal");
   std::vector<OpType> types;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cpu/dense_ops.hpp"
+#include "kernels/reference/tile_loops.hpp"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -33,9 +34,8 @@ struct ConvTransposePrepared {
 // positions [o0, o1): i·stride − pad + k·dilation for k < kernel.
 std::pair<int64_t, int64_t> reaching_inputs(int64_t o0, int64_t o1, int64_t size, int64_t kernel,
                                             int64_t stride, int64_t pad, int64_t dilation) {
-  auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
-  const int64_t lo =
-      std::max<int64_t>(0, -floor_div(-(o0 + pad - (kernel - 1) * dilation), stride));  // ceil
+  using reference::ceil_div, reference::floor_div;
+  const int64_t lo = std::max<int64_t>(0, ceil_div(o0 + pad - (kernel - 1) * dilation, stride));
   const int64_t hi = std::min(size, floor_div(o1 - 1 + pad, stride) + 1);
   return {lo, std::max(lo, hi)};
 }

@@ -1385,18 +1385,8 @@ class Importer {
       o.name = name + "/" + std::to_string(step++) + "_" + std::string(graph::op_type_name(type));
       o.type = type;
       o.attrs = std::move(attrs);
-      onnx::NodeProto part;
-      part.set_op_type(node.op_type());
-      part.set_domain(kSyntheticDomain);
-      part.set_name(node.name());
-      std::vector<int> positions;
-      for (const std::string& in : inputs) {
-        positions.push_back(part.input_size());
-        part.add_input(in);
-      }
       const std::string result = out.empty() ? unused_name(o.name) : out;
-      part.add_output(result);
-      emit(part, name, std::move(o), positions);  // errors name the Attention node
+      emit_part(node, name, std::move(o), inputs, result);
       return result;
     };
     auto constant = [&](Shape shape, std::vector<float> values) {
@@ -1754,13 +1744,25 @@ class Importer {
     o.name = out;
     o.type = OpType::Reshape;
     o.attrs.new_shape = shape;
+    emit_part(node, name, std::move(o), {in}, out);
+  }
+
+  // One op of the parts an ONNX node is imported as (Attention's chain, a
+  // 1-D op's reshapes): its inputs by value name, its output value `out`.
+  // The part is in kSyntheticDomain; errors name the ONNX node.
+  void emit_part(const onnx::NodeProto& node, const std::string& name, graph::Operator o,
+                 const std::vector<std::string>& inputs, const std::string& out) {
     onnx::NodeProto part;
-    part.set_op_type("Reshape");
+    part.set_op_type(node.op_type());
     part.set_domain(kSyntheticDomain);
     part.set_name(node.name());
-    part.add_input(in);
+    std::vector<int> positions;
+    for (const std::string& in : inputs) {
+      positions.push_back(part.input_size());
+      part.add_input(in);
+    }
     part.add_output(out);
-    emit(part, name, std::move(o), {0});
+    emit(part, name, std::move(o), positions);
   }
 
   // 1-D Conv, ConvTranspose, MaxPool and AveragePool (3-D X [N, C, L]: audio
@@ -2303,7 +2305,9 @@ class Importer {
       fail_node(node, name, e.what());
     }
     check_onnx_inference(node, name, o, out);
-    check_declared(node, name, out, first_integer >= 0, o.type == OpType::IsNaN);
+    // IsNaN's ONNX output is bool, held as float 0/1 (float_bools_).
+    const bool float_bool = o.type == OpType::IsNaN;
+    check_declared(node, name, out, first_integer >= 0, float_bool);
     const std::string& out_name = node.output(0);
     if (all_constant) {
       values_[out_name] = Value{-1, first_integer >= 0 ? fold_integers(node, name, o, ins, out)
@@ -2314,7 +2318,7 @@ class Importer {
     const int32_t t = add_tensor(out_name, out);
     o.outputs.push_back(t);
     values_[out_name] = Value{t, nullptr};
-    if (o.type == OpType::IsNaN) float_bools_.insert(t);
+    if (float_bool) float_bools_.insert(t);
     graph_.ops.push_back(std::move(o));
   }
 

@@ -622,6 +622,7 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
     case OpType::Abs:
     case OpType::Softplus:
     case OpType::IsNaN:
+    case OpType::Cast:
       need_inputs(op, in, 1, 1);
       need_rank(op, in[0], out.rank());
       add(deps, 0, out, in[0]);

@@ -664,6 +664,7 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     case OpType::Abs:
     case OpType::Softplus:
     case OpType::IsNaN:
+    case OpType::Cast:
       check_input_count(op, in, 1, 1);
       return in[0];
     case OpType::Max:
@@ -680,7 +681,8 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
 
 void check_operand_dtypes(const Operator& op, const std::vector<DType>& inputs, DType output) {
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const DType want = op.type == OpType::Gather && i == 1 ? DType::Int64 : DType::Float32;
+    const bool integer = (op.type == OpType::Gather && i == 1) || op.type == OpType::Cast;
+    const DType want = integer ? DType::Int64 : DType::Float32;
     if (inputs[i] != want)
       fail(op, "input " + std::to_string(i) + " is " + std::string(dtype_name(inputs[i])) +
                    " but must be " + std::string(dtype_name(want)));

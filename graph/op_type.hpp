@@ -72,9 +72,12 @@ enum class OpType : uint16_t {
   ConvTranspose = 55,
   // 1 where x is NaN, else 0 (Tessera's bools are float 0/1, as Where reads them).
   IsNaN = 56,
+  // An int64 tensor (a model input such as an attention mask) as float32:
+  // its value, or with cast_to_bool 1 where it is non-zero, else 0.
+  Cast = 57,
 };
 
-inline constexpr OpType kLastOpType = OpType::IsNaN;
+inline constexpr OpType kLastOpType = OpType::Cast;
 
 // ReduceMean and the ops above: one input reduced over attrs.axes.
 constexpr bool is_reduction(OpType t) {
@@ -199,6 +202,8 @@ constexpr std::string_view op_type_name(OpType t) {
       return "ConvTranspose";
     case OpType::IsNaN:
       return "IsNaN";
+    case OpType::Cast:
+      return "Cast";
   }
   return "Unknown";
 }

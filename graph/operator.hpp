@@ -86,6 +86,9 @@ namespace tessera::graph {
 //    (the given scale, or output / input when sizes were given), used by
 //    the coordinate transformation; resize_mode, coordinate_mode and
 //    nearest_mode as ONNX's attributes (graph/resize_coords.hpp).
+//  - Cast: input 0 is an int64 arena tensor, the output float32: the value,
+//    or with cast_to_bool 1 where it is non-zero and 0 elsewhere (ONNX's
+//    cast to BOOL; Tessera's run-time bools are float 0/1, as Where reads).
 // An elementwise activation fused into the op that produces its input.
 // Values are stored in `.tess` files: append, never renumber.
 // Gelu and GeluTanh are ONNX Gelu with approximate = "none" / "tanh".
@@ -167,6 +170,7 @@ struct OpAttributes {
   // user's annotation (SparTA §3.3 bit rounding): <= 8 lets int8 kernels
   // apply. Set by the compiler; 32 = float32.
   int32_t weight_bits = 32;
+  bool cast_to_bool = false;
 
   bool operator==(const OpAttributes&) const = default;
 };

@@ -107,6 +107,7 @@ bool follows_producer_tiling(OpType t) {
     case OpType::Abs:
     case OpType::Softplus:
     case OpType::IsNaN:
+    case OpType::Cast:
     case OpType::Max:
     case OpType::Min:
       return true;

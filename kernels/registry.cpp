@@ -78,6 +78,7 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::HardSwish, kReference, reference::hard_swish, nullptr, nullptr, 0, kAnyLayout},
     {OpType::Neg, kReference, reference::neg, nullptr, nullptr, 0, kAnyLayout},
     {OpType::IsNaN, kReference, reference::is_nan, nullptr, nullptr, 0, kAnyLayout},
+    {OpType::Cast, kReference, reference::cast},
     {OpType::Exp, kReference, reference::exp, nullptr, nullptr, 0, kAnyLayout},
     {OpType::Log, kReference, reference::log, nullptr, nullptr, 0, kAnyLayout},
     {OpType::Reciprocal, kReference, reference::reciprocal, nullptr, nullptr, 0, kAnyLayout},

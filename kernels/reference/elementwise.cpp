@@ -12,7 +12,9 @@
 namespace tessera::kernels::reference {
 namespace {
 
-template <class Fn>
+// `In` is the input's element type: float, or int64_t for Cast (whose
+// ConstTensorView points at an int64 arena tensor's bytes).
+template <class In = float, class Fn>
 void unary_tile(const TileArgs& args, Fn&& fn) {
   check_tile_args(args, 1, 1);
   const graph::Shape& out_shape = *args.output.shape;
@@ -23,11 +25,11 @@ void unary_tile(const TileArgs& args, Fn&& fn) {
   const std::vector<int64_t> in_strides = layout_strides_of(args.inputs[0]);
   const int64_t out_step = out_shape.empty() ? 0 : out_strides.back();
   const int64_t in_step = out_shape.empty() ? 0 : in_strides.back();
-  const float* in = args.inputs[0].data;
+  const auto* in = reinterpret_cast<const In*>(args.inputs[0].data);
   float* out = args.output.data;
   for_each_row<2>(*args.region, {out_strides.data(), in_strides.data()},
                   [&](const int64_t*, const std::array<int64_t, 2>& offsets, int64_t length) {
-                    const float* src = in + offsets[1];
+                    const In* src = in + offsets[1];
                     float* dst = out + offsets[0];
                     if (out_step == 1 && in_step == 1) {
                       for (int64_t i = 0; i < length; ++i) dst[i] = fn(src[i]);
@@ -217,6 +219,13 @@ void neg(const TileArgs& args) {
 
 void is_nan(const TileArgs& args) {
   unary_tile(args, [](float x) { return std::isnan(x) ? 1.0f : 0.0f; });
+}
+
+void cast(const TileArgs& args) {
+  if (args.op->attrs.cast_to_bool)
+    unary_tile<int64_t>(args, [](int64_t x) { return x != 0 ? 1.0f : 0.0f; });
+  else
+    unary_tile<int64_t>(args, [](int64_t x) { return static_cast<float>(x); });
 }
 
 void exp(const TileArgs& args) {

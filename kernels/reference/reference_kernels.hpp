@@ -83,7 +83,8 @@ void layer_normalization(const TileArgs& args);
 
 // elementwise.cpp — LeakyRelu (alpha), HardSigmoid (alpha, beta), HardSwish,
 // Neg, Exp, Log, Reciprocal, Abs, Softplus, IsNaN (1 or 0); Max and Min of
-// two broadcasting operands (NaN propagates).
+// two broadcasting operands (NaN propagates); Cast of an int64 tensor (its
+// value, or 1 / 0 for non-zero / zero with cast_to_bool).
 void leaky_relu(const TileArgs& args);
 void hard_sigmoid(const TileArgs& args);
 void hard_swish(const TileArgs& args);
@@ -94,6 +95,7 @@ void reciprocal(const TileArgs& args);
 void abs(const TileArgs& args);
 void softplus(const TileArgs& args);
 void is_nan(const TileArgs& args);
+void cast(const TileArgs& args);
 void max(const TileArgs& args);
 void min(const TileArgs& args);
 

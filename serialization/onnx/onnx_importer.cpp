@@ -59,6 +59,10 @@ struct Constant {
 struct Value {
   int32_t tensor = -1;
   std::shared_ptr<Constant> constant;
+  // An int64 model input viewed with another shape (Hugging Face 4.x's
+  // attention_mask[:, None, None, :]): the view's shape. No op is emitted
+  // for the view; a Cast of it casts the input and reshapes the result.
+  std::shared_ptr<const Shape> int64_view = nullptr;
 };
 
 // Little-endian decoding of TensorProto::raw_data, whatever the host order.
@@ -194,6 +198,7 @@ class Importer {
         {"Flatten", {11, 13, 21, 23, 24, 25}},
         {"Gather", {11, 13}},
         {"GatherElements", {11, 13}},
+        {"GatherND", {11, 12, 13}},
         {"Gelu", {20}},
         {"Gemm", {11, 13}},
         {"GlobalAveragePool", {1, 22}},
@@ -572,7 +577,9 @@ class Importer {
   }
 
   const Shape& shape_of(const Value& v) const {
-    return v.constant ? v.constant->shape : graph_.tensors[v.tensor].shape;
+    if (v.constant) return v.constant->shape;
+    if (v.int64_view) return *v.int64_view;
+    return graph_.tensors[v.tensor].shape;
   }
 
   // --- node helpers ----------------------------------------------------------
@@ -774,6 +781,7 @@ class Importer {
     if (op == "Size") return import_size(node, name);
     if (op == "Mod") return import_mod(node, name);
     if (op == "GatherElements") return import_gather_elements(node, name);
+    if (op == "GatherND") return import_gather_nd(node, name);
     if (op == "Trilu") return import_trilu(node, name);
     if (op == "Attention") return import_attention(node, name);
     if (op == "Cast" || op == "CastLike") return import_cast(node, name);
@@ -792,8 +800,8 @@ class Importer {
       case OpType::Conv:
       case OpType::ConvTranspose: {
         const bool transposed = o.type == OpType::ConvTranspose;
-        const Shape& x = shape_of(input(node, name, 0));
-        const Shape& w = shape_of(input(node, name, 1));
+        const Shape x = shape_of(input(node, name, 0));
+        const Shape w = shape_of(input(node, name, 1));
         if (x.size() != 4 || w.size() != 4)
           fail_node(node, name,
                     transposed ? "only 1-D and 2-D transposed convolution (3-D or 4-D X and W) "
@@ -842,7 +850,7 @@ class Importer {
         break;
       case OpType::MaxPool:
       case OpType::AveragePool: {
-        const Shape& x = shape_of(input(node, name, 0));
+        const Shape x = shape_of(input(node, name, 0));
         if (x.size() != 4)
           fail_node(node, name, "only 1-D and 2-D pooling (3-D or 4-D input) is supported");
         if (o.type == OpType::MaxPool) {
@@ -873,7 +881,7 @@ class Importer {
         break;
       }
       case OpType::Flatten: {
-        const Shape& x = shape_of(input(node, name, 0));
+        const Shape x = shape_of(input(node, name, 0));
         const auto rank = static_cast<int64_t>(x.size());
         int64_t axis = attr_int(node, name, "axis", 1);
         // Flatten's axis may equal the rank (everything in the first dim).
@@ -966,28 +974,15 @@ class Importer {
         break;
       }
       case OpType::Where: {
-        // Bool constants are read as float 0/1 (graph/operator.hpp).
-        const Value& condition = input(node, name, 0);
-        if (condition.constant && condition.constant->dtype == DType::Int64) {
-          auto c = std::make_shared<Constant>();
-          c->name = unused_name(node.input(0) + ".as_float");
-          c->shape = condition.constant->shape;
-          for (int64_t v : condition.constant->ints) c->floats.push_back(v != 0 ? 1.0f : 0.0f);
-          values_[c->name] = Value{-1, c};
-          where_node = node;
-          where_node.set_input(0, c->name);
-          emit_node = &where_node;
-        } else if (!condition.constant && !float_bools_.count(condition.tensor)) {
-          fail_node(node, name,
-                    "the condition " + in_quotes(node.input(0)) +
-                        " is computed at run time; Tessera supports constant conditions "
-                        "(e.g. causal masks) and IsNaN's");
-        }
+        // The condition is read as float 0/1 (graph/operator.hpp).
+        where_node = node;
+        where_node.set_input(0, bool_operand(node, name, 0));
+        emit_node = &where_node;
         data_inputs = {0, 1, 2};
         break;
       }
       case OpType::Expand: {
-        const Shape& x = shape_of(input(node, name, 0));
+        const Shape x = shape_of(input(node, name, 0));
         const std::vector<int64_t> target = int_values(node, name, 1, "the shape");
         o.attrs.new_shape = broadcast_or_fail(node, name, x, target);
         data_inputs = {0};
@@ -1003,7 +998,7 @@ class Importer {
       case OpType::ReduceL2:
       case OpType::ReduceLogSum:
       case OpType::ReduceLogSumExp: {
-        const Shape& x = shape_of(input(node, name, 0));
+        const Shape x = shape_of(input(node, name, 0));
         const auto rank = static_cast<int64_t>(x.size());
         std::vector<int64_t> axes;
         // The axes became an optional input at ReduceSum-13 and the others' -18.
@@ -1083,12 +1078,14 @@ class Importer {
         break;
       case OpType::FusedAttention:  // the compiler's, never a model's (no reviewed version)
         fail_node(node, name, "FusedAttention is made by the compiler, not imported");
+      case OpType::Cast:  // import_cast
+        fail_node(node, name, "Cast is imported by import_cast");
     }
     emit(*emit_node, name, std::move(o), data_inputs);
   }
 
   std::vector<int64_t> resolve_reshape(const onnx::NodeProto& node, const std::string& name) const {
-    const Shape& x = shape_of(input(node, name, 0));
+    const Shape x = shape_of(input(node, name, 0));
     const Value& sv = input(node, name, 1);
     if (!sv.constant || sv.constant->dtype != DType::Int64)
       fail_node(node, name,
@@ -1213,7 +1210,7 @@ class Importer {
   }
 
   void import_shape(const onnx::NodeProto& node, const std::string& name) {
-    const Shape& x = shape_of(input(node, name, 0));
+    const Shape x = shape_of(input(node, name, 0));
     const auto rank = static_cast<int64_t>(x.size());
     // Shape-15's start/end: negative counts from the back, then clamped.
     auto clamp_dim = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
@@ -1345,9 +1342,9 @@ class Importer {
     const int64_t precision = attr_int(node, name, "softmax_precision", 1);
     if (precision != onnx::TensorProto::FLOAT)
       fail_node(node, name, "softmax_precision other than float32 is not supported");
-    const Shape& q = shape_of(input(node, name, 0));
-    const Shape& k = shape_of(input(node, name, 1));
-    const Shape& v = shape_of(input(node, name, 2));
+    const Shape q = shape_of(input(node, name, 0));
+    const Shape k = shape_of(input(node, name, 1));
+    const Shape v = shape_of(input(node, name, 2));
     const bool three_d = q.size() == 3;
     if (q.size() != k.size() || q.size() != v.size() || (q.size() != 3 && q.size() != 4))
       fail_node(node, name, "Q, K and V must all be 3-D or all 4-D");
@@ -1369,8 +1366,8 @@ class Importer {
                 "sequence length, q_num_heads a multiple of kv_num_heads");
     int64_t past = 0;
     if (has_input(node, 4)) {
-      const Shape& pk = shape_of(input(node, name, 4));
-      const Shape& pv = shape_of(input(node, name, 5));
+      const Shape pk = shape_of(input(node, name, 4));
+      const Shape pv = shape_of(input(node, name, 5));
       past = pk.size() == 4 ? pk[2] : 0;
       if (pk != Shape{batch, kv_heads, past, head} || pv != Shape{batch, kv_heads, past, v_head})
         fail_node(node, name, "past_key and past_value must be [B, kv_num_heads, P, head size]");
@@ -1553,6 +1550,54 @@ class Importer {
     define_constant(node, name, std::move(c));
   }
 
+  // GatherND with constant indices [..., q] and batch_dims 0 (the dynamo
+  // exporter picks an attention mask's rows with it): a Gather along axis 0
+  // of the data viewed with its first q dims as one, [D0·…·Dq-1, Dq, …],
+  // at the flattened index tuples (shape indices[:-1]). Constant data folds.
+  void import_gather_nd(const onnx::NodeProto& node, const std::string& name) {
+    if (attr_int(node, name, "batch_dims", 0) != 0)
+      fail_node(node, name, "batch_dims other than 0 is not supported");
+    const Value& index = input(node, name, 1);
+    if (!index.constant || index.constant->dtype != DType::Int64)
+      fail_node(node, name,
+                "needs constant integer indices; " + in_quotes(node.input(1)) +
+                    " is computed at run time");
+    const Shape ds = shape_of(input(node, name, 0));
+    const Shape& is = index.constant->shape;
+    const int64_t q = is.empty() ? 0 : is.back();
+    if (q < 1 || q > static_cast<int64_t>(ds.size()))
+      fail_node(node, name,
+                "the indices' last dimension must be 1 to the data's rank (" +
+                    std::to_string(ds.size()) + ")");
+    Shape flat{1};
+    for (int64_t d = 0; d < static_cast<int64_t>(ds.size()); ++d)
+      if (d < q)
+        flat[0] *= ds[d];
+      else
+        flat.push_back(ds[d]);
+    graph::Operator gather;
+    gather.name = name;
+    gather.type = OpType::Gather;
+    gather.attrs.axis = 0;
+    gather.attrs.indices_shape.assign(is.begin(), is.end() - 1);
+    const std::vector<int64_t>& tuples = index.constant->ints;
+    for (size_t t = 0; t < tuples.size(); t += static_cast<size_t>(q)) {
+      int64_t at = 0;
+      for (int64_t d = 0; d < q; ++d) {
+        int64_t i = tuples[t + static_cast<size_t>(d)];
+        if (i < -ds[d] || i >= ds[d])
+          fail_node(node, name,
+                    "index " + std::to_string(i) + " is out of range for dimension " +
+                        std::to_string(d) + " of size " + std::to_string(ds[d]));
+        at = at * ds[d] + (i < 0 ? i + ds[d] : i);
+      }
+      gather.attrs.indices.push_back(at);
+    }
+    const std::string viewed = unused_name(node.output(0) + "/data_rows");
+    emit_reshape(node, name, node.input(0), viewed, flat);
+    emit_part(node, name, std::move(gather), {viewed}, node.output(0));
+  }
+
   // Trilu of constants (Hugging Face's GPT-2 export builds its causal mask
   // with one): the upper (or lower) triangle of each matrix in the last two
   // dims, from diagonal k, the rest zero.
@@ -1608,16 +1653,15 @@ class Importer {
     define_constant(node, name, std::move(c));
   }
 
-  // And/Or/Xor/Not of bool constants: masks built at export time (GPT-2's
-  // causal mask combines two with And). Folded like Equal; no bool activations.
+  // And/Or/Xor/Not. Of bool constants (masks built at export time: GPT-2's
+  // causal mask combines two with And) they fold like Equal; with a run-time
+  // bool operand (float 0/1, float_bools_: an attention mask) they become
+  // arithmetic on 0/1: And = Mul, Or = Max, Not = 1 - x, Xor = |a - b|.
   void import_logic(const onnx::NodeProto& node, const std::string& name) {
     const bool unary = node.op_type() == "Not";
     const Value& a = input(node, name, 0);
     const Value& b = unary ? a : input(node, name, 1);
-    if (!a.constant || !b.constant)
-      fail_node(node, name,
-                "is supported only on constants (masks built at export time); Tessera has no "
-                "bool activations");
+    if (!a.constant || !b.constant) return import_runtime_logic(node, name, unary);
     if (a.constant->dtype != DType::Int64 || b.constant->dtype != DType::Int64)
       fail_node(node, name, "needs bool operands");
     auto c = std::make_shared<Constant>();
@@ -1629,6 +1673,56 @@ class Importer {
       c->ints.push_back(op == "And" ? x && y : op == "Or" ? x || y : op == "Xor" ? x != y : !x);
     }
     define_constant(node, name, std::move(c));
+  }
+
+  void import_runtime_logic(const onnx::NodeProto& node, const std::string& name, bool unary) {
+    const std::string& op = node.op_type();
+    std::vector<std::string> operands;
+    for (int i = 0; i < (unary ? 1 : 2); ++i) operands.push_back(bool_operand(node, name, i));
+    const std::string& out = node.output(0);
+    auto part = [&](OpType type, std::vector<std::string> inputs, const std::string& result) {
+      graph::Operator o;
+      o.name = result == out ? name : result;
+      o.type = type;
+      emit_part(node, name, std::move(o), inputs, result, result == out);
+    };
+    if (op == "And") return part(OpType::Mul, operands, out);
+    if (op == "Or") return part(OpType::Max, operands, out);
+    if (op == "Not")
+      return part(OpType::Sub, {float_constant(out + "/one", {}, {1.0f}), operands[0]}, out);
+    const std::string difference = unused_name(out + "/difference");  // Xor
+    part(OpType::Sub, operands, difference);
+    part(OpType::Abs, {difference}, out);
+  }
+
+  // The name of input `i` of a logic op as a float 0/1 value: a run-time
+  // bool as it is, a bool constant as a float copy.
+  std::string bool_operand(const onnx::NodeProto& node, const std::string& name, int i) {
+    const Value& v = input(node, name, i);
+    if (!v.constant) {
+      if (!float_bools_.count(v.tensor))
+        fail_node(node, name,
+                  in_quotes(node.input(i)) + " is a " +
+                      std::string(graph::dtype_name(graph_.tensors[v.tensor].dtype)) +
+                      " tensor computed at run time, not a bool; Tessera's run-time bools come "
+                      "from Cast, IsNaN, And, Or, Not and Xor");
+      return node.input(i);
+    }
+    if (v.constant->dtype != DType::Int64)
+      fail_node(node, name, in_quotes(node.input(i)) + " must be a bool");
+    std::vector<float> values;
+    for (int64_t x : v.constant->ints) values.push_back(x != 0 ? 1.0f : 0.0f);
+    return float_constant(node.input(i) + ".as_float", v.constant->shape, std::move(values));
+  }
+
+  // A float32 constant value under an unused name based on `base`.
+  std::string float_constant(const std::string& base, Shape shape, std::vector<float> values) {
+    auto c = std::make_shared<Constant>();
+    c->name = unused_name(base);
+    c->shape = std::move(shape);
+    c->floats = std::move(values);
+    values_[c->name] = Value{-1, c};
+    return c->name;
   }
 
   // Size: the element count of a statically shaped tensor, a constant.
@@ -1655,14 +1749,7 @@ class Importer {
                         to == onnx::TensorProto::BOOL;
     const std::string target = type_name(static_cast<int32_t>(to));
     const Value& v = input(node, name, 0);
-    if (!v.constant) {
-      const DType from = graph_.tensors[v.tensor].dtype;
-      if (to_float && from == DType::Float32) return alias(node, name);
-      fail_node(node, name,
-                "casts the computed tensor " + in_quotes(node.input(0)) + " (" +
-                    std::string(graph::dtype_name(from)) + ") to " + target +
-                    "; Tessera casts constants, and float32 only to float32");
-    }
+    if (!v.constant) return import_runtime_cast(node, name, v, to);
     if (!to_float && !to_int)
       fail_node(node, name,
                 "casting to " + target +
@@ -1690,12 +1777,46 @@ class Importer {
     define_constant(node, name, std::move(c));
   }
 
+  // Cast of a run-time tensor. Run-time bools are float 0/1 (float_bools_),
+  // so a cast between them and float32 keeps the tensor; an int64 model
+  // input (an attention mask) becomes float32 through OpType::Cast, its value
+  // or (to BOOL) 1 where non-zero; int64 to an integer type keeps the ids.
+  void import_runtime_cast(const onnx::NodeProto& node, const std::string& name, const Value& v,
+                           int64_t to) {
+    const bool to_float = to == onnx::TensorProto::FLOAT;
+    const bool to_bool = to == onnx::TensorProto::BOOL;
+    const bool to_int = to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32;
+    const DType from = graph_.tensors[v.tensor].dtype;
+    const bool from_bool = float_bools_.count(v.tensor) > 0;
+    if (from == DType::Float32 && (to_float || (to_bool && from_bool))) return alias(node, name);
+    if (from == DType::Int64 && to_int) return alias(node, name);
+    if (from == DType::Int64 && (to_float || to_bool)) {
+      graph::Operator o;
+      o.name = name;
+      o.type = OpType::Cast;
+      o.attrs.cast_to_bool = to_bool;
+      if (!v.int64_view) return emit(node, name, std::move(o), {0}, to_bool);
+      // Cast the viewed input itself, then view the result.
+      const std::string whole = unused_name(node.input(0) + "/unviewed");
+      values_[whole] = Value{v.tensor, nullptr, nullptr};
+      const std::string cast = unused_name(node.output(0) + "/unviewed");
+      emit_part(node, name, std::move(o), {whole}, cast, to_bool);
+      return emit_reshape(node, name, cast, node.output(0), *v.int64_view);
+    }
+    fail_node(node, name,
+              "casts the computed tensor " + in_quotes(node.input(0)) + " (" +
+                  std::string(from_bool ? "bool" : graph::dtype_name(from)) + ") to " +
+                  type_name(static_cast<int32_t>(to)) +
+                  "; at run time Tessera casts float32 and bool to float32, int64 to float32 or "
+                  "bool, and bool to bool");
+  }
+
   // Unsqueeze and Squeeze only change the shape: a constant gets the new
   // shape, an activation a Reshape.
   void import_squeeze(const onnx::NodeProto& node, const std::string& name) {
     const bool unsqueeze = node.op_type() == "Unsqueeze";
     const Value& x = input(node, name, 0);
-    const Shape& in = shape_of(x);
+    const Shape in = shape_of(x);
     std::vector<int64_t> axes;
     if (opset_ >= 13) {  // axes became an input in opset 13
       if (has_input(node, 1)) axes = int_values(node, name, 1, "the axes");
@@ -1751,7 +1872,8 @@ class Importer {
   // 1-D op's reshapes): its inputs by value name, its output value `out`.
   // The part is in kSyntheticDomain; errors name the ONNX node.
   void emit_part(const onnx::NodeProto& node, const std::string& name, graph::Operator o,
-                 const std::vector<std::string>& inputs, const std::string& out) {
+                 const std::vector<std::string>& inputs, const std::string& out,
+                 bool bool_output = false) {
     onnx::NodeProto part;
     part.set_op_type(node.op_type());
     part.set_domain(kSyntheticDomain);
@@ -1762,7 +1884,7 @@ class Importer {
       part.add_input(in);
     }
     part.add_output(out);
-    emit(part, name, std::move(o), positions);
+    emit(part, name, std::move(o), positions, bool_output);
   }
 
   // 1-D Conv, ConvTranspose, MaxPool and AveragePool (3-D X [N, C, L]: audio
@@ -1825,7 +1947,7 @@ class Importer {
   // into one start, step and element count per input dim.
   void resolve_slice(const onnx::NodeProto& node, const std::string& name,
                      graph::OpAttributes& a) const {
-    const Shape& x = shape_of(input(node, name, 0));
+    const Shape x = shape_of(input(node, name, 0));
     const auto rank = static_cast<int64_t>(x.size());
     const std::vector<int64_t> starts = int_values(node, name, 1, "starts");
     const std::vector<int64_t> ends = int_values(node, name, 2, "ends");
@@ -1876,7 +1998,7 @@ class Importer {
   // Split becomes one Slice per used output (Split-11 `split` attribute,
   // Split-13 `split` input, Split-18 `num_outputs`).
   void import_split(const onnx::NodeProto& node, const std::string& name) {
-    const Shape& x = shape_of(input(node, name, 0));
+    const Shape x = shape_of(input(node, name, 0));
     const auto rank = static_cast<int64_t>(x.size());
     const auto axis =
         static_cast<size_t>(normalise_axis(node, name, attr_int(node, name, "axis", 0), rank));
@@ -1978,7 +2100,7 @@ class Importer {
   // optional scalar input; mode constant, reflect or edge.
   void resolve_pad(const onnx::NodeProto& node, const std::string& name,
                    graph::OpAttributes& a) const {
-    const Shape& x = shape_of(input(node, name, 0));
+    const Shape x = shape_of(input(node, name, 0));
     const auto rank = static_cast<int64_t>(x.size());
     const std::string mode = attr_string(node, name, "mode", "constant");
     if (mode == "constant")
@@ -2022,7 +2144,7 @@ class Importer {
   // linear, every coordinate_transformation_mode but tf_crop_and_resize.
   void resolve_resize(const onnx::NodeProto& node, const std::string& name,
                       graph::OpAttributes& a) const {
-    const Shape& x = shape_of(input(node, name, 0));
+    const Shape x = shape_of(input(node, name, 0));
     const auto rank = static_cast<int64_t>(x.size());
     const std::string mode = attr_string(node, name, "mode", "nearest");
     if (mode == "nearest")
@@ -2257,25 +2379,33 @@ class Importer {
                     " but ONNX shape inference says " + shape_text(out->tensor_type().shape()));
   }
 
-  // Whether `o` reshapes an int64 model input (token ids) to the shape it
-  // already has: GPT-2's exported `input_ids.view(-1, seq)`. It is the same
-  // tensor then, so the ids stay Gather indices; any other use of int64 data
-  // is refused in emit().
-  bool reshapes_int64_to_itself(const onnx::NodeProto& node, const std::string& name,
-                                const graph::Operator& o, const std::vector<int>& positions) const {
+  // A Reshape or Flatten of an int64 model input: the same tensor where the
+  // shape is its own (GPT-2's exported `input_ids.view(-1, seq)`: still Gather
+  // indices), otherwise a view of it (Value::int64_view) that only Cast reads.
+  // False for any other op.
+  bool view_int64(const onnx::NodeProto& node, const std::string& name, const graph::Operator& o,
+                  const std::vector<int>& positions) {
     if ((o.type != OpType::Reshape && o.type != OpType::Flatten) || positions.empty()) return false;
-    const Value& v = input(node, name, positions[0]);
+    Value v = input(node, name, positions[0]);
     if (v.constant || graph_.tensors[v.tensor].dtype != DType::Int64) return false;
+    Shape out;
     try {
-      return graph::infer_output_shape(o, {shape_of(v)}) == shape_of(v);
-    } catch (const Error&) {
-      return false;  // emit() reports the bad reshape
+      out = graph::infer_output_shape(o, {shape_of(v)});
+    } catch (const Error& e) {
+      fail_node(node, name, e.what());
     }
+    check_declared(node, name, out, /*integer_constant=*/true);
+    v.int64_view = out == graph_.tensors[v.tensor].shape ? nullptr : std::make_shared<Shape>(out);
+    values_[node.output(0)] = std::move(v);
+    return true;
   }
 
+  // `bool_output`: the op's ONNX output is bool, held as float 0/1
+  // (float_bools_): Cast to BOOL, And, Or, Not, Xor. IsNaN's is too, and a
+  // data-movement op of bools gives bools.
   void emit(const onnx::NodeProto& node, const std::string& name, graph::Operator o,
-            const std::vector<int>& positions) {
-    if (reshapes_int64_to_itself(node, name, o, positions)) return alias(node, name);
+            const std::vector<int>& positions, bool bool_output = false) {
+    if (view_int64(node, name, o, positions)) return;
     std::vector<const Value*> ins;
     std::vector<Shape> shapes;
     bool all_constant = true;
@@ -2283,11 +2413,17 @@ class Importer {
     for (int i : positions) {
       const Value& v = input(node, name, i);
       if (v.constant && v.constant->dtype != DType::Float32 && first_integer < 0) first_integer = i;
+      if (v.int64_view)
+        fail_node(node, name,
+                  "reads " + in_quotes(node.input(i)) +
+                      ", an int64 input viewed with another shape; Tessera casts such views to "
+                      "float32 or bool, and reads Gather indices in the input's own shape");
       if (!v.constant && graph_.tensors[v.tensor].dtype != DType::Float32 &&
-          !(o.type == OpType::Gather && i == 1))
+          !(o.type == OpType::Gather && i == 1) && o.type != OpType::Cast)
         fail_node(node, name,
                   "reads the int64 input " + in_quotes(node.input(i)) +
-                      " as data; Tessera uses int64 inputs only as Gather indices");
+                      " as data; Tessera uses int64 inputs as Gather indices and casts them "
+                      "to float32 or bool");
       ins.push_back(&v);
       shapes.push_back(shape_of(v));
       all_constant = all_constant && v.constant;
@@ -2305,8 +2441,8 @@ class Importer {
       fail_node(node, name, e.what());
     }
     check_onnx_inference(node, name, o, out);
-    // IsNaN's ONNX output is bool, held as float 0/1 (float_bools_).
-    const bool float_bool = o.type == OpType::IsNaN;
+    const bool float_bool =
+        bool_output || o.type == OpType::IsNaN || moves_bools(o.type, ins, positions);
     check_declared(node, name, out, first_integer >= 0, float_bool);
     const std::string& out_name = node.output(0);
     if (all_constant) {
@@ -2320,6 +2456,27 @@ class Importer {
     values_[out_name] = Value{t, nullptr};
     if (float_bool) float_bools_.insert(t);
     graph_.ops.push_back(std::move(o));
+  }
+
+  // Whether `type` only moves its data input's elements (Gather's indices
+  // aside) and that input holds run-time bools: the output holds them too.
+  bool moves_bools(OpType type, const std::vector<const Value*>& ins,
+                   const std::vector<int>& positions) const {
+    switch (type) {
+      case OpType::Reshape:
+      case OpType::Flatten:
+      case OpType::Transpose:
+      case OpType::Gather:
+      case OpType::Expand:
+      case OpType::Slice:
+        return !ins.empty() && !ins[0]->constant && float_bools_.count(ins[0]->tensor) > 0;
+      case OpType::Concat:
+        for (const Value* v : ins)
+          if (v->constant || !float_bools_.count(v->tensor)) return false;
+        return !positions.empty();
+      default:
+        return false;
+    }
   }
 
   // Folds an op over int64 constants (shape arithmetic and index plumbing):

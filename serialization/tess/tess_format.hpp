@@ -9,7 +9,7 @@ inline constexpr char kTessFileIdentifier[] = "TESS";
 // Bump the minor version for additions old readers may ignore, the major one
 // for changes they must not ignore; keep tess.fbs's revision history in step.
 inline constexpr uint32_t kTessSchemaMajor = 1;
-inline constexpr uint32_t kTessSchemaMinor = 7;
+inline constexpr uint32_t kTessSchemaMinor = 8;
 // Every op this Tessera knows is at version 1; readers refuse later versions.
 inline constexpr uint32_t kTessMaxOpVersion = 1;
 // Weight buffers start on this boundary inside the file (force_align in the

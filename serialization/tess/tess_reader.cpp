@@ -113,6 +113,7 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::Abs:
     case OpType::Softplus:
     case OpType::IsNaN:
+    case OpType::Cast:
     case OpType::Pad:
     case OpType::Resize:
       return {1, 1};
@@ -487,6 +488,7 @@ class TessLoader {
     a.expand_clip_min = fa->expand_clip_min();
     a.expand_clip_max = fa->expand_clip_max();
     a.leaky_relu_alpha = fa->leaky_relu_alpha();
+    a.cast_to_bool = fa->cast_to_bool();
     // Enum values past the last known one are caught by graph::infer_output_shape.
     a.pad_mode = static_cast<graph::PadMode>(fa->pad_mode());
     a.pad_value = fa->pad_value();

@@ -53,7 +53,7 @@ flatbuffers::Offset<fb::OpAttributes> write_attributes(flatbuffers::FlatBufferBu
       static_cast<uint8_t>(a.coordinate_mode), static_cast<uint8_t>(a.nearest_mode), scales,
       static_cast<uint8_t>(a.weight_bits), a.fused_input_scale, a.fused_expand,
       static_cast<uint8_t>(a.expand_activation), a.expand_clip_min, a.expand_clip_max,
-      a.leaky_relu_alpha);
+      a.leaky_relu_alpha, a.cast_to_bool);
 }
 
 }  // namespace

@@ -586,6 +586,57 @@ def gpt2_block(rng, opset, batch=1, seq=16, hidden=64, heads=4, vocab=50, max_po
   return gm.Case(name, b.model([logits], opset, name), b.input_values)
 
 
+def gen_runtime_mask(rng, idx):
+  """An attention whose additive mask comes from an int64 attention_mask input at run time, in
+  the forms exporters write: Hugging Face 4.x's (1 - float(mask)) * min (idx 0); transformers
+  5's legacy export, Cast to bool, Flatten, Gather, Reshape, And, Expand, Where (1); the dynamo
+  export's GatherND and And (2); Not, Or and Xor with constants, -inf where masked, so fully
+  masked rows give NaN that the softmax guard zeroes (3). Forms 1-3 keep the guard
+  Where(IsNaN(p), 0, p) between the softmax and P·V. A second output casts the bool mask back to
+  float."""
+  b = gm.GraphBuilder(rng)
+  form = idx % 4
+  batch, heads, seq, head = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(
+      3, 12)), int(rng.integers(2, 9))
+  mask = int_input(b, [batch, seq], 2, "attention_mask")
+  if form == 3:  # the first sample all padding: its rows mask every column (unless flipped)
+    b.input_values[mask][0] = 0
+  minimum = -3.4028234663852886e38
+  if form == 0:
+    m = b.node("Cast", [unsqueeze(b, mask, [1, 2], 17)], to=TensorProto.FLOAT)
+    additive = b.node("Mul", [b.node("Sub", [f32(b, 1.0), m]), f32(b, minimum)])
+    keep = b.node("Cast", [mask], to=TensorProto.BOOL)
+  else:
+    keep = b.node("Cast", [mask], to=TensorProto.BOOL)
+    if form == 1:
+      flat = b.node("Flatten", [keep], axis=1)
+      rows = b.node("Gather", [flat, i64(b, list(range(batch)))], axis=0)
+      keep = b.node("Reshape", [rows, i64(b, [batch, 1, 1, seq])])
+      keep = b.node("And", [const(b, np.ones((1, 1, seq, 1), bool), "all"), keep])
+      keep = b.node("Expand", [keep, i64(b, [batch, 1, seq, seq])])
+    elif form == 2:
+      tuples = np.array([[[[[n, j] for j in range(seq)]]] for n in range(batch)], np.int64)
+      keep = b.node("GatherND", [keep, const(b, tuples, "tuples")])
+      keep = b.node("And", [const(b, rng.random((seq, 1)) < 0.8, "rows"), keep])
+    else:
+      masked = b.node("Not", [unsqueeze(b, keep, [1, 2], 17)])
+      masked = b.node("Or", [masked, const(b, rng.random((seq, seq)) < 0.1, "extra")])
+      masked = b.node("Xor", [masked, const(b, rng.random((seq, 1)) < 0.2, "flip")])
+      keep = b.node("Not", [masked])
+    fill = float("-inf") if form == 3 else minimum
+    additive = b.node("Where", [keep, f32(b, 0.0), f32(b, fill)])
+  q = b.input([batch, heads, seq, head])
+  kt = b.input([batch, heads, head, seq])
+  v = b.input([batch, heads, seq, head])
+  scores = b.node("Add", [b.node("Mul", [b.node("MatMul", [q, kt]), f32(b, 0.5)]), additive])
+  p = b.node("Softmax", [scores], axis=-1)
+  if form != 0:
+    p = b.node("Where", [b.node("IsNaN", [p]), f32(b, 0.0), p])
+  y = b.node("MatMul", [p, v])
+  keep_float = b.node("Cast", [keep], to=TensorProto.FLOAT)
+  return case(b, f"runtime_mask_{idx}_form{form}_n{batch}h{heads}s{seq}", [y, keep_float], 18)
+
+
 SINGLE_OPS = [
     (gen_transpose, 4),
     (gen_gather, 8),
@@ -611,6 +662,7 @@ SINGLE_OPS = [
     (gen_batched_matmul, 4),
     (gen_fusion_pattern, 6),
     (gen_nan_guard, 3),
+    (gen_runtime_mask, 8),
 ]
 
 

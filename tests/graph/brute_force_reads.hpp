@@ -297,6 +297,7 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
     case OpType::Abs:
     case OpType::Softplus:
     case OpType::IsNaN:
+    case OpType::Cast:
       read(0, o);
       break;
     case OpType::Max:

@@ -288,6 +288,10 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
       case OpType::IsNaN:
         c.in = {random_shape(rng, 1, 4, 5)};
         break;
+      case OpType::Cast:  // an int64 operand
+        c.in = {random_shape(rng, 1, 4, 5)};
+        a.cast_to_bool = rnd(rng, 0, 1);
+        break;
       case OpType::Max:
       case OpType::Min: {
         Shape base = random_shape(rng, 1, 4, 5);
@@ -392,7 +396,8 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::LogSoftmax,
                                             OpType::RMSNormalization,
                                             OpType::ConvTranspose,
-                                            OpType::IsNaN};
+                                            OpType::IsNaN,
+                                            OpType::Cast};
   return types;
 }
 

@@ -74,8 +74,9 @@ void random_epilogue(std::mt19937& rng, Operator& op) {
   }
 }
 
-bool has_runtime_indices(const OpCase& c) {
-  return c.op.type == OpType::Gather && c.in.size() > 1;
+// Run-time Gather indices and Cast's input are int64, not float tensors.
+bool has_integer_operand(const OpCase& c) {
+  return (c.op.type == OpType::Gather && c.in.size() > 1) || c.op.type == OpType::Cast;
 }
 
 const std::vector<OpType> kRuleTypes = {OpType::Conv,
@@ -154,7 +155,7 @@ TEST_CASE("Backward rules are sound: values of dead input elements do not reach 
       // The reference AveragePool has no dilations: draw until a case has none.
       while (type == OpType::AveragePool && c.op.attrs.dilations != std::vector<int64_t>{1, 1})
         c = random_op(rng, type);
-      if (has_runtime_indices(c)) continue;  // int64 operand: not a float tensor to perturb
+      if (has_integer_operand(c)) continue;  // int64 operand: not a float tensor to perturb
       random_epilogue(rng, c.op);
       std::vector<ElementMask> zeros;
       for (const Shape& s : c.in) zeros.push_back(random_zeros(rng, shape_numel(s)));

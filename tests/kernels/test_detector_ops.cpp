@@ -5,6 +5,7 @@
 // case also checks random tilings bitwise.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernel_test_util.hpp"
@@ -67,6 +68,35 @@ TEST_CASE("LeakyRelu, HardSigmoid, HardSwish, Neg, Exp, Log, Reciprocal, Abs, So
           expected.push_back(std::log(1 + std::exp(v)));
       }
     }
+    check_kernel(op, {x}, shape, expected, rng);
+  }
+}
+
+TEST_CASE("Cast of an int64 tensor: its value, or 1 / 0 for non-zero / zero; tiling") {
+  for (int trial = 0; trial < 60; ++trial) {
+    const uint64_t seed = base_seed() + 21500 + trial;
+    INFO("seed " << seed);
+    Rng rng(seed);
+    graph::Operator op = make_op(OpType::Cast);
+    op.attrs.cast_to_bool = trial % 2 == 1;
+    const Shape shape = random_shape(rng, 1, 4);
+    const auto n = static_cast<size_t>(graph::shape_numel(shape));
+    std::vector<int64_t> values(n);
+    for (int64_t& v : values) {
+      const int64_t pick = rng.uniform(0, 4);  // zeros, mask bits, ids, large and negative values
+      v = pick == 0   ? 0
+          : pick == 1 ? 1
+          : pick == 2 ? rng.uniform(0, 30000)
+          : pick == 3 ? -rng.uniform(1, int64_t{1} << 40)
+                      : (int64_t{1} << 53) + 1;
+    }
+    // The kernel reads int64 elements: the test's float tensor carries their bytes.
+    Tensor x{shape, std::vector<float>(2 * n)};
+    std::memcpy(x.data.data(), values.data(), n * sizeof(int64_t));
+    std::vector<double> expected;
+    for (int64_t v : values)
+      expected.push_back(op.attrs.cast_to_bool ? (v != 0 ? 1.0 : 0.0)
+                                               : static_cast<double>(static_cast<float>(v)));
     check_kernel(op, {x}, shape, expected, rng);
   }
 }

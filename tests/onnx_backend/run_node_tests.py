@@ -66,7 +66,8 @@ UNSUPPORTED_OPSET = re.compile(r"opset (\d+) is not supported \(Tessera supports
 OTHER_DOMAIN = re.compile(r"the model imports no opset of the default ONNX domain")
 # Tessera's activations are float32 (DESIGN.md); other element types are not claimed.
 UNSUPPORTED_DTYPE = re.compile(
-    r"has type (\w+); Tessera needs float32|reads the (int64) input '[^']*' as data")
+    r"has type (\w+); Tessera needs float32|reads the (int64) input '[^']*' as data|"
+    r"reads '[^']*', an (int64) input viewed with another shape")
 # What adapt() answers: an operand the compiler needs as a constant, a training-only output.
 CONSTANT_OPERAND = re.compile(r"input '([^']+)'\)? must be an? (?:\w+ )?constant")
 # An empty int64 input (the axes of a reduction over its default axes) has no --shape value.
@@ -279,7 +280,7 @@ def run_case(case, tessera: str, work_dir: str, ort_reference: bool = False) -> 
       return "not_applicable", "no default-domain opset (ai.onnx.ml / training domains)"
     dtype = UNSUPPORTED_DTYPE.search(message)
     if dtype:
-      return "not_applicable", f"{dtype.group(1)} activations"
+      return "not_applicable", f"{next(g for g in dtype.groups() if g)} activations"
     return "fail", "compile: " + message
 
   rtol = getattr(case, "rtol", None) or 1e-3

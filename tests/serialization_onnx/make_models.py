@@ -426,6 +426,30 @@ model("where_dynamic",
 model("cast_activation",
       [helper.make_node("Cast", ["x"], ["y"], name="cast_int", to=I64)],
       [vi("x", [2])], [vi("y", None, I64)])
+model("cast_float_to_bool",
+      [helper.make_node("Cast", ["x"], ["y"], name="cast_fb", to=TensorProto.BOOL)],
+      [vi("x", [2])], [vi("y", None, TensorProto.BOOL)])
+# An attention_mask as Hugging Face 4.x reads it: mask[:, None, None, :] (a view of the int64
+# input) cast to bool, negated, then an additive -inf where masked.
+model("runtime_mask",
+      [helper.make_node("Unsqueeze", ["m", "axes"], ["m4"], name="unsq"),
+       helper.make_node("Cast", ["m4"], ["keep"], name="to_bool", to=TensorProto.BOOL),
+       helper.make_node("Not", ["keep"], ["masked"], name="not"),
+       helper.make_node("Where", ["masked", "ninf", "zero"], ["bias"], name="where"),
+       helper.make_node("Add", ["x", "bias"], ["y"], name="add")],
+      [vi("x", [2, 1, 3, 3]), vi("m", [2, 3], I64)], [vi("y", None)],
+      [i64("axes", [1, 2]), init("ninf", np.float32(-np.inf)), init("zero", np.float32(0))])
+model("int64_view_gather",
+      [helper.make_node("Unsqueeze", ["ids", "axes"], ["ids3"], name="unsq"),
+       helper.make_node("Gather", ["table", "ids3"], ["y"], name="embed")],
+      [vi("ids", [2, 3], I64)], [vi("y", None)],
+      [i64("axes", [1]), init("table", rand(5, 4))])
+model("gather_nd_batch_dims",
+      [helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd", batch_dims=1)],
+      [vi("x", [2, 3])], [vi("y", None)], [i64("i", [[1], [2]])])
+model("gather_nd_runtime_indices",
+      [helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd")],
+      [vi("x", [2, 3]), vi("i", [1, 2], I64)], [vi("y", None)])
 model("slice_empty",
       [helper.make_node("Slice", ["x", "st", "en"], ["y"], name="sl_empty")],
       [vi("x", [4])], [vi("y", None)], [i64("st", [3]), i64("en", [1])])

@@ -474,8 +474,8 @@ TEST_CASE("Static shapes, float32 activations and opsets 11..28 are required") {
                  "node 'ap_dil' (op 'AveragePool', opset 19): attribute 'dilations' other than 1 "
                  "is not supported"));
   CHECK(contains(import_error("int_input"),
-                 "reads the int64 input 'x' as data; Tessera uses int64 inputs only as Gather "
-                 "indices"));
+                 "reads the int64 input 'x' as data; Tessera uses int64 inputs as Gather "
+                 "indices and casts them to float32 or bool"));
 }
 
 TEST_CASE("Unsupported attribute values and non-constant operands are refused") {
@@ -617,13 +617,40 @@ TEST_CASE("Where reads a bool constant as a float 0/1 weight; Expand; Cast float
 
 TEST_CASE("Transformer-op refusals name the node and say why") {
   CHECK(contains(import_error("where_dynamic"),
-                 "node 'where_dyn' (op 'Where', opset 13): the condition 'c' is computed at run "
-                 "time"));
+                 "node 'where_dyn' (op 'Where', opset 13): 'c' is a float32 tensor computed at "
+                 "run time, not a bool"));
+  CHECK(contains(import_error("cast_float_to_bool"),
+                 "node 'cast_fb' (op 'Cast', opset 13): casts the computed tensor 'x' (float32) "
+                 "to BOOL"));
+  CHECK(contains(import_error("int64_view_gather"),
+                 "node 'embed' (op 'Gather', opset 13): reads 'ids3', an int64 input viewed with "
+                 "another shape"));
+  CHECK(contains(import_error("gather_nd_batch_dims"),
+                 "node 'gnd' (op 'GatherND', opset 13): batch_dims other than 0 is not supported"));
+  CHECK(contains(import_error("gather_nd_runtime_indices"),
+                 "node 'gnd' (op 'GatherND', opset 13): needs constant integer indices; 'i' is "
+                 "computed at run time"));
   CHECK(contains(import_error("cast_activation"),
                  "node 'cast_int' (op 'Cast', opset 13): casts the computed tensor 'x' (float32) "
                  "to INT64"));
   CHECK(contains(import_error("slice_empty"),
                  "node 'sl_empty' (op 'Slice', opset 13): selects no elements along axis 0"));
+}
+
+TEST_CASE("A run-time attention mask: a viewed int64 input cast to bool, Not, Where") {
+  // The view emits nothing: the Cast reads the input itself and its result
+  // is reshaped; bools are float 0/1, Not is 1 - x.
+  const Graph g = load("runtime_mask");
+  REQUIRE(g.ops.size() == 5);
+  CHECK(g.ops[0].type == OpType::Cast);
+  CHECK(g.ops[0].attrs.cast_to_bool);
+  CHECK(g.tensors[g.ops[0].inputs[0]].dtype == tessera::graph::DType::Int64);
+  CHECK(g.tensors[g.ops[0].outputs[0]].shape == Shape{2, 3});
+  CHECK(g.ops[1].type == OpType::Reshape);
+  CHECK(g.ops[1].attrs.new_shape == Shape{2, 1, 1, 3});
+  CHECK(g.ops[2].type == OpType::Sub);
+  CHECK(g.ops[3].type == OpType::Where);
+  CHECK(g.ops[4].type == OpType::Add);
 }
 
 TEST_CASE("Split becomes one Slice per output: attribute, input and num_outputs forms") {

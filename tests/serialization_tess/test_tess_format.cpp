@@ -147,6 +147,7 @@ TestModel make_test_model(uint64_t seed) {
   relu.attrs.nearest_mode = graph::NearestMode::Ceil;
   relu.attrs.scales = {1.0f, 2.5f};
   relu.attrs.leaky_relu_alpha = 0.3f;
+  relu.attrs.cast_to_bool = true;
   relu.inputs = {3};
   relu.outputs = {4};
   relu.kernel = "xsimd_avx2";
@@ -212,10 +213,10 @@ bool same_attributes(const graph::OpAttributes& a, const graph::OpAttributes& b)
          a.fused_expand == b.fused_expand && a.expand_activation == b.expand_activation &&
          same_bits(a.expand_clip_min, b.expand_clip_min) &&
          same_bits(a.expand_clip_max, b.expand_clip_max) &&
-         same_bits(a.leaky_relu_alpha, b.leaky_relu_alpha) && a.pad_mode == b.pad_mode &&
-         same_bits(a.pad_value, b.pad_value) && a.resize_mode == b.resize_mode &&
-         a.coordinate_mode == b.coordinate_mode && a.nearest_mode == b.nearest_mode &&
-         a.scales.size() == b.scales.size() &&
+         same_bits(a.leaky_relu_alpha, b.leaky_relu_alpha) && a.cast_to_bool == b.cast_to_bool &&
+         a.pad_mode == b.pad_mode && same_bits(a.pad_value, b.pad_value) &&
+         a.resize_mode == b.resize_mode && a.coordinate_mode == b.coordinate_mode &&
+         a.nearest_mode == b.nearest_mode && a.scales.size() == b.scales.size() &&
          std::equal(a.scales.begin(), a.scales.end(), b.scales.begin(), same_bits);
 }
 

@@ -18,7 +18,9 @@ namespace tessera::graph {
 // is the output of a MatMul read only by the Softmax; both MatMuls plain
 // (two inputs, no fused activation or residual), all of Q, KT and V float32
 // of one rank >= 2 with the same leading dims (no broadcasting), and none
-// of the removed tensors a graph output.
+// of the removed tensors a graph output. The softmax NaN guard
+// Where(IsNaN(P), 0, P) between the Softmax and the MatMul (Hugging Face's
+// masked attention, both exporters) goes in too: nan_probabilities_to_zero.
 std::vector<RewrittenPattern> fuse_attention(Graph& graph);
 
 }  // namespace tessera::graph

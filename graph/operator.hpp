@@ -32,7 +32,9 @@ namespace tessera::graph {
 //    [..., D, S], V [..., S, DV] (the same leading dims) and an optional
 //    mask broadcasting to [..., M, S]; output softmax(alpha * (Q · KT) +
 //    mask) · V [..., M, DV], the softmax along the last axis, rounded as
-//    the MatMul, the fused Softmax and the MatMul it replaced.
+//    the MatMul, the fused Softmax and the MatMul it replaced. With
+//    nan_probabilities_to_zero, a NaN probability (a row of NaN or all -inf
+//    inputs) counts as 0, as the Where(IsNaN(p), 0, p) it replaced did.
 //  - Reshape and Flatten: new_shape is the resolved output shape (no 0 or -1);
 //    the shape operand is dropped, the data is the only input.
 //  - BatchNormalization (inference form): inputs X, scale, B, mean, var; epsilon.
@@ -171,6 +173,8 @@ struct OpAttributes {
   // apply. Set by the compiler; 32 = float32.
   int32_t weight_bits = 32;
   bool cast_to_bool = false;
+  // FusedAttention: a NaN probability counts as 0 (graph/fuse_attention.hpp).
+  bool nan_probabilities_to_zero = false;
 
   bool operator==(const OpAttributes&) const = default;
 };

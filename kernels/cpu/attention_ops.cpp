@@ -145,6 +145,7 @@ void attention(const TileArgs& args) {
   }
   const float alpha = args.op->attrs.alpha;
   const bool scaled_or_masked = mask || alpha != 1.0f;
+  const bool nan_to_zero = args.op->attrs.nan_probabilities_to_zero;
   const std::vector<int64_t> mask_strides =
       mask ? reference::broadcast_strides(*args.inputs[3].shape, scores_shape)
            : std::vector<int64_t>(rank, 0);
@@ -200,6 +201,9 @@ void attention(const TileArgs& args) {
                                         live, 0, live);
         else
           ops.softmax_row(row, row, live);
+        // The NaN guard taken in (a row of NaN or all -inf scores).
+        if (nan_to_zero)
+          for (int64_t j = 0; j < live; ++j) row[j] = std::isnan(row[j]) ? 0.0f : row[j];
       }
       gemm_tile_leading_rows(scores, s, v, live, y + (flat * m + b0) * dv, dv,
                              {.m0 = 0, .m1 = rows, .n0 = n0, .n1 = n1});

@@ -50,6 +50,7 @@ void fused_attention(const TileArgs& args) {
     return;
   }
   const float alpha = args.op->attrs.alpha;
+  const bool nan_to_zero = args.op->attrs.nan_probabilities_to_zero;
   const std::vector<int64_t> score_strides = graph::shape_strides(scores);
   const std::vector<int64_t> mask_strides =
       mask ? broadcast_strides(*args.inputs[3].shape, scores) : std::vector<int64_t>(rank, 0);
@@ -78,7 +79,10 @@ void fused_attention(const TileArgs& args) {
                     }
                     float sum = 0.0f;
                     for (int64_t j = 0; j < s; ++j) sum += std::exp(p[j] - max);
-                    for (int64_t j = 0; j < s; ++j) p[j] = std::exp(p[j] - max) / sum;
+                    for (int64_t j = 0; j < s; ++j) {
+                      p[j] = std::exp(p[j] - max) / sum;
+                      if (nan_to_zero && std::isnan(p[j])) p[j] = 0.0f;
+                    }
                     float* y = args.output.data + (flat * m + i) * dv;
                     std::fill(y + n0, y + n1, 0.0f);
                     for (int64_t j = 0; j < s; ++j)

@@ -3,6 +3,8 @@
 // The schema itself (and the rules for changing it) is serialization/tess/tess.fbs.
 #include <cstdint>
 
+#include "graph/operator.hpp"
+
 namespace tessera::serialization {
 
 inline constexpr char kTessFileIdentifier[] = "TESS";
@@ -10,8 +12,14 @@ inline constexpr char kTessFileIdentifier[] = "TESS";
 // for changes they must not ignore; keep tess.fbs's revision history in step.
 inline constexpr uint32_t kTessSchemaMajor = 1;
 inline constexpr uint32_t kTessSchemaMinor = 8;
-// Every op this Tessera knows is at version 1; readers refuse later versions.
-inline constexpr uint32_t kTessMaxOpVersion = 1;
+// Readers refuse op versions past the last they know. Version 2 marks an op
+// whose new attribute changes what it computes, so that older readers
+// refuse it rather than ignore the attribute: a FusedAttention with
+// nan_probabilities_to_zero. Every other op is at version 1.
+inline constexpr uint32_t kTessMaxOpVersion = 2;
+inline uint32_t tess_op_version(const graph::Operator& op) {
+  return op.type == graph::OpType::FusedAttention && op.attrs.nan_probabilities_to_zero ? 2 : 1;
+}
 // Weight buffers start on this boundary inside the file (force_align in the
 // schema) so they can be used in place from an mmapped file.
 inline constexpr uint64_t kTessWeightAlignment = 64;

@@ -382,6 +382,9 @@ class TessLoader {
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'))
           fail(op_label(o) + " has a malformed kernel name '" + printable(op.kernel) + "'");
       read_attributes(fo->attributes(), op.attrs);
+      if (fo->version() != tess_op_version(op))
+        fail(op_label(o) + " has op version " + std::to_string(fo->version()) +
+             " but its attributes are those of version " + std::to_string(tess_op_version(op)));
       op.inputs = vector_of(fo->inputs());
       op.outputs = vector_of(fo->outputs());
 
@@ -489,6 +492,7 @@ class TessLoader {
     a.expand_clip_max = fa->expand_clip_max();
     a.leaky_relu_alpha = fa->leaky_relu_alpha();
     a.cast_to_bool = fa->cast_to_bool();
+    a.nan_probabilities_to_zero = fa->nan_probabilities_to_zero();
     // Enum values past the last known one are caught by graph::infer_output_shape.
     a.pad_mode = static_cast<graph::PadMode>(fa->pad_mode());
     a.pad_value = fa->pad_value();

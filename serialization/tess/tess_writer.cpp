@@ -53,7 +53,7 @@ flatbuffers::Offset<fb::OpAttributes> write_attributes(flatbuffers::FlatBufferBu
       static_cast<uint8_t>(a.coordinate_mode), static_cast<uint8_t>(a.nearest_mode), scales,
       static_cast<uint8_t>(a.weight_bits), a.fused_input_scale, a.fused_expand,
       static_cast<uint8_t>(a.expand_activation), a.expand_clip_min, a.expand_clip_max,
-      a.leaky_relu_alpha, a.cast_to_bool);
+      a.leaky_relu_alpha, a.cast_to_bool, a.nan_probabilities_to_zero);
 }
 
 }  // namespace
@@ -101,7 +101,7 @@ std::vector<uint8_t> serialize_tess(const graph::TileGraph& graph) {
     auto outputs = fbb.CreateVector(op.outputs);
     auto attributes = write_attributes(fbb, op.attrs);
     operators.push_back(fb::CreateOperator(fbb, static_cast<uint16_t>(op.type), name, kernel,
-                                           inputs, outputs, kTessMaxOpVersion, attributes));
+                                           inputs, outputs, tess_op_version(op), attributes));
   }
 
   std::vector<flatbuffers::Offset<fb::TileNode>> nodes;

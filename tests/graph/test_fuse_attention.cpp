@@ -18,15 +18,17 @@ namespace {
 
 struct Heads {
   GraphBuilder b;
-  int32_t q = -1, kt = -1, v = -1, mask = -1, scores = -1, probs = -1, y = -1;
+  int32_t q = -1, kt = -1, v = -1, mask = -1, scores = -1, probs = -1, y = -1, zero = -1;
 };
 
 // q, kt, v [2, 3, rows, d] etc. from a stem Relu each (not model inputs);
 // scores = MatMul(q, kt) · 0.125 + mask [1, 1, rows, s]; Softmax on the last
 // axis; y = MatMul(probs, v) → Transpose. Its scale and mask already fused into
 // the Softmax (fuse_softmax_inputs), as the compiler orders the passes.
-// `kt_batch` 1 makes KT broadcast over the heads.
-Heads heads(int64_t rows = 8, int64_t s = 16, int64_t d = 4, int64_t dv = 5, int64_t kt_batch = 3) {
+// `kt_batch` 1 makes KT broadcast over the heads. `guard` puts the softmax
+// NaN guard Where(IsNaN(probs), 0, probs) before the second MatMul.
+Heads heads(int64_t rows = 8, int64_t s = 16, int64_t d = 4, int64_t dv = 5, int64_t kt_batch = 3,
+            bool guard = false) {
   Heads h;
   GraphBuilder& b = h.b;
   h.q = b.op(OpType::Relu, {b.input("q_in", {2, 3, rows, d})}, {}, "q");
@@ -39,7 +41,13 @@ Heads heads(int64_t rows = 8, int64_t s = 16, int64_t d = 4, int64_t dv = 5, int
   OpAttributes softmax;
   softmax.axis = 3;
   h.probs = b.op(OpType::Softmax, {h.scores}, softmax, "softmax");
-  const int32_t pv = b.op(OpType::MatMul, {h.probs, h.v}, {}, "pv");
+  int32_t p = h.probs;
+  if (guard) {
+    h.zero = b.weight("zero", {});
+    b.g.tensors[static_cast<size_t>(h.zero)].weight = {0.0f};
+    p = b.op(OpType::Where, {b.op(OpType::IsNaN, {p}, {}, "is_nan"), h.zero, p}, {}, "guard");
+  }
+  const int32_t pv = b.op(OpType::MatMul, {p, h.v}, {}, "pv");
   OpAttributes merge;  // the heads back together, as BERT and GPT-2 do
   merge.perm = {0, 2, 1, 3};
   h.y = b.op(OpType::Transpose, {pv}, merge, "merge_heads");
@@ -101,6 +109,46 @@ TEST_CASE("fuse_attention: no mask or scale, and the near misses it leaves alone
     if (miss == kNotLastAxis) softmax.attrs.axis = 2;
     if (miss == kBiasMatMul)
       const_cast<Operator&>(op_named(g, "qk")).attrs.activation = Activation::Relu;
+    CHECK(fuse_attention(g).empty());
+    CHECK(op_named(g, "pv").type == OpType::MatMul);
+  }
+}
+
+TEST_CASE("fuse_attention takes in the softmax NaN guard Where(IsNaN(p), 0, p), exactly that") {
+  {
+    Heads h = heads(8, 16, 4, 5, 3, /*guard=*/true);
+    REQUIRE(fuse_softmax_inputs(h.b.g).size() == 1);
+    const std::vector<RewrittenPattern> fused = fuse_attention(h.b.g);
+    REQUIRE(fused.size() == 1);
+    CHECK(fused[0].removed ==
+          "MatMul 'qk', Softmax 'softmax', its NaN guard IsNaN 'is_nan' and Where 'guard'");
+    const Operator& att = op_named(h.b.g, "pv");
+    CHECK(att.type == OpType::FusedAttention);
+    CHECK(att.attrs.nan_probabilities_to_zero);
+    CHECK(att.inputs == std::vector<int32_t>{h.q, h.kt, h.v, h.mask});
+    CHECK(h.b.g.ops.size() == 5);  // the three stems, the fused op, the Transpose
+  }
+  {  // Without a guard the flag stays off.
+    Heads h = heads();
+    fuse_softmax_inputs(h.b.g);
+    REQUIRE(fuse_attention(h.b.g).size() == 1);
+    CHECK_FALSE(op_named(h.b.g, "pv").attrs.nan_probabilities_to_zero);
+  }
+  // Near misses: a non-zero fill, the probabilities read a third time, the
+  // IsNaN of another tensor. Nothing fuses (the guard's own Where is not a
+  // Softmax, so the chain does not match either).
+  enum Miss { kFillNotZero, kProbsRead, kOtherIsNaN };
+  for (Miss miss : {kFillNotZero, kProbsRead, kOtherIsNaN}) {
+    CAPTURE(static_cast<int>(miss));
+    Heads h = heads(8, 16, 4, 5, 3, /*guard=*/true);
+    fuse_softmax_inputs(h.b.g);
+    Graph& g = h.b.g;
+    if (miss == kFillNotZero) g.tensors[static_cast<size_t>(h.zero)].weight = {-0.5f};
+    if (miss == kProbsRead) g.outputs.push_back(h.b.op(OpType::Relu, {h.probs}, {}, "peek"));
+    if (miss == kOtherIsNaN) {
+      Operator& is_nan = const_cast<Operator&>(op_named(g, "is_nan"));
+      is_nan.inputs = {h.b.op(OpType::Relu, {h.probs}, {}, "other")};
+    }
     CHECK(fuse_attention(g).empty());
     CHECK(op_named(g, "pv").type == OpType::MatMul);
   }

@@ -974,7 +974,9 @@ TEST_CASE(
   // the reference within the error of its FMA sums and exp. Long rows (S
   // 700 with 100+ queries) take several of cpu.attention's row blocks;
   // causal and padding masks let it skip the columns they zero (-1e30 too,
-  // whose rows' z_bound decides).
+  // whose rows' z_bound decides). With nan_probabilities_to_zero the chain
+  // ends in the NaN guard Where(IsNaN(p), 0, p), and rows of all -inf mask
+  // or a NaN query make NaN probabilities for it to zero.
   const uint64_t seed0 = base_seed();
   IsaGuard guard;
   for (int t = 0; t < 60; ++t) {
@@ -1013,6 +1015,7 @@ TEST_CASE(
     att.op.name = "attention";
     att.op.type = OpType::FusedAttention;
     att.op.attrs.alpha = alpha;
+    att.op.attrs.nan_probabilities_to_zero = t % 3 == 1;
     att.output = y_shape;
     att.shapes = {q_shape, kt_shape, v_shape};
     att.data = {random_values(q_shape, rng, false, 1.0f), random_values(kt_shape, rng, false, 1.0f),
@@ -1042,9 +1045,17 @@ TEST_CASE(
         for (int64_t j = s - static_cast<int64_t>(rng() % static_cast<uint64_t>(s)); j < s; ++j)
           mask[static_cast<size_t>(j)] = std::numeric_limits<float>::lowest();
       }
+      if (att.op.attrs.nan_probabilities_to_zero && rng() % 2 == 0) {  // a row all -inf
+        const auto cols = static_cast<size_t>(mask_shape.empty() ? 1 : mask_shape.back());
+        const size_t row = rng() % (mask.size() / std::max<size_t>(cols, 1));
+        std::fill(mask.begin() + static_cast<std::ptrdiff_t>(row * cols),
+                  mask.begin() + static_cast<std::ptrdiff_t>((row + 1) * cols), -kInf);
+      }
       att.shapes.push_back(mask_shape);
       att.data.push_back(mask);
     }
+    if (att.op.attrs.nan_probabilities_to_zero && rng() % 3 == 0)
+      att.data[0][rng() % att.data[0].size()] = std::numeric_limits<float>::quiet_NaN();
     // The chain it replaces: MatMul, Softmax (scale and mask fused), MatMul.
     Case qk{.op = {},
             .shapes = {q_shape, kt_shape},
@@ -1065,6 +1076,8 @@ TEST_CASE(
     auto chain = [&](std::string_view matmul, std::string_view normalise) {
       softmax.data[0] = run_whole(matmul, qk);
       pv.data[0] = run_whole(normalise, softmax);
+      if (att.op.attrs.nan_probabilities_to_zero)  // Where(IsNaN(p), 0, p)
+        for (float& p : pv.data[0]) p = std::isnan(p) ? 0.0f : p;
       return run_whole(matmul, pv);
     };
     INFO("seed ", seed, ": ", describe(att), " alpha ", alpha);

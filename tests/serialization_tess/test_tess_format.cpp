@@ -148,6 +148,7 @@ TestModel make_test_model(uint64_t seed) {
   relu.attrs.scales = {1.0f, 2.5f};
   relu.attrs.leaky_relu_alpha = 0.3f;
   relu.attrs.cast_to_bool = true;
+  relu.attrs.nan_probabilities_to_zero = true;
   relu.inputs = {3};
   relu.outputs = {4};
   relu.kernel = "xsimd_avx2";
@@ -214,9 +215,10 @@ bool same_attributes(const graph::OpAttributes& a, const graph::OpAttributes& b)
          same_bits(a.expand_clip_min, b.expand_clip_min) &&
          same_bits(a.expand_clip_max, b.expand_clip_max) &&
          same_bits(a.leaky_relu_alpha, b.leaky_relu_alpha) && a.cast_to_bool == b.cast_to_bool &&
-         a.pad_mode == b.pad_mode && same_bits(a.pad_value, b.pad_value) &&
-         a.resize_mode == b.resize_mode && a.coordinate_mode == b.coordinate_mode &&
-         a.nearest_mode == b.nearest_mode && a.scales.size() == b.scales.size() &&
+         a.nan_probabilities_to_zero == b.nan_probabilities_to_zero && a.pad_mode == b.pad_mode &&
+         same_bits(a.pad_value, b.pad_value) && a.resize_mode == b.resize_mode &&
+         a.coordinate_mode == b.coordinate_mode && a.nearest_mode == b.nearest_mode &&
+         a.scales.size() == b.scales.size() &&
          std::equal(a.scales.begin(), a.scales.end(), b.scales.begin(), same_bits);
 }
 
@@ -784,17 +786,24 @@ TEST_CASE("files written by a newer or unknown Tessera are refused") {
     tessera::tess::FinishModelBuffer(fbb, tessera::tess::CreateModel(fbb, &v));
   });
   CHECK(newer_minor == "");
-  // An op of a later version than this Tessera implements.
-  std::string op_version = message_for([](flatbuffers::FlatBufferBuilder& fbb) {
-    tessera::tess::SchemaVersion v(1, 0);
-    auto op = tessera::tess::CreateOperator(fbb, static_cast<uint16_t>(OpType::Relu),
-                                            fbb.CreateString("r"), fbb.CreateString("reference"), 0,
-                                            0, /*version=*/2);
-    std::vector<flatbuffers::Offset<tessera::tess::Operator>> ops{op};
-    tessera::tess::FinishModelBuffer(
-        fbb, tessera::tess::CreateModel(fbb, &v, 0, 0, 0, fbb.CreateVector(ops)));
-  });
-  CHECK(op_version.find("op version 2") != std::string::npos);
+  // An op of a later version than this Tessera implements, and one whose
+  // version is not that of its attributes (version 2 is a FusedAttention
+  // that zeroes NaN probabilities).
+  auto relu_of_version = [&](uint32_t version) {
+    return message_for([version](flatbuffers::FlatBufferBuilder& fbb) {
+      tessera::tess::SchemaVersion v(1, 0);
+      auto op = tessera::tess::CreateOperator(fbb, static_cast<uint16_t>(OpType::Relu),
+                                              fbb.CreateString("r"), fbb.CreateString("reference"),
+                                              0, 0, version);
+      std::vector<flatbuffers::Offset<tessera::tess::Operator>> ops{op};
+      tessera::tess::FinishModelBuffer(
+          fbb, tessera::tess::CreateModel(fbb, &v, 0, 0, 0, fbb.CreateVector(ops)));
+    });
+  };
+  CHECK(relu_of_version(3).find("op version 3; this Tessera handles versions 1 to 2") !=
+        std::string::npos);
+  CHECK(relu_of_version(2).find("op version 2 but its attributes are those of version 1") !=
+        std::string::npos);
   // Many tables sharing one long string: copying it for each would take far
   // more memory than the file holds, which no Tessera writer produces.
   std::string shared = message_for([](flatbuffers::FlatBufferBuilder& fbb) {

@@ -1,5 +1,6 @@
 #pragma once
 // Small text helpers shared by the subcommands' reports.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -41,7 +42,10 @@ inline std::string json_dims(const std::vector<int64_t>& dims) {
   return out + "]";
 }
 
+// JSON has no NaN or infinity (an output holding them would make the whole
+// object unreadable): those are null.
 inline std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;

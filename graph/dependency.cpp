@@ -627,6 +627,11 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       need_rank(op, in[0], out.rank());
       add(deps, 0, out, in[0]);
       break;
+    case OpType::Equal:
+    case OpType::Less:
+    case OpType::LessOrEqual:
+    case OpType::Greater:
+    case OpType::GreaterOrEqual:
     case OpType::Max:
     case OpType::Min:
       need_inputs(op, in, 2, 2);

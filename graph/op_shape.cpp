@@ -667,6 +667,11 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     case OpType::Cast:
       check_input_count(op, in, 1, 1);
       return in[0];
+    case OpType::Equal:
+    case OpType::Less:
+    case OpType::LessOrEqual:
+    case OpType::Greater:
+    case OpType::GreaterOrEqual:
     case OpType::Max:
     case OpType::Min:
       check_input_count(op, in, 2, 2);

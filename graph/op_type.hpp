@@ -75,9 +75,16 @@ enum class OpType : uint16_t {
   // An int64 tensor (a model input such as an attention mask) as float32:
   // its value, or with cast_to_bool 1 where it is non-zero, else 0.
   Cast = 57,
+  // Comparisons of two broadcasting float32 operands: 1 where the relation
+  // holds, else 0 (false where either is NaN).
+  Equal = 58,
+  Less = 59,
+  LessOrEqual = 60,
+  Greater = 61,
+  GreaterOrEqual = 62,
 };
 
-inline constexpr OpType kLastOpType = OpType::Cast;
+inline constexpr OpType kLastOpType = OpType::GreaterOrEqual;
 
 // ReduceMean and the ops above: one input reduced over attrs.axes.
 constexpr bool is_reduction(OpType t) {
@@ -204,6 +211,16 @@ constexpr std::string_view op_type_name(OpType t) {
       return "IsNaN";
     case OpType::Cast:
       return "Cast";
+    case OpType::Equal:
+      return "Equal";
+    case OpType::Less:
+      return "Less";
+    case OpType::LessOrEqual:
+      return "LessOrEqual";
+    case OpType::Greater:
+      return "Greater";
+    case OpType::GreaterOrEqual:
+      return "GreaterOrEqual";
   }
   return "Unknown";
 }

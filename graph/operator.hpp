@@ -88,6 +88,9 @@ namespace tessera::graph {
 //    (the given scale, or output / input when sizes were given), used by
 //    the coordinate transformation; resize_mode, coordinate_mode and
 //    nearest_mode as ONNX's attributes (graph/resize_coords.hpp).
+//  - Equal, Less, LessOrEqual, Greater, GreaterOrEqual: two float32
+//    operands broadcasting like Add; 1 where the relation holds, else 0
+//    (Tessera's run-time bools, as Where reads them).
 //  - Cast: input 0 is an int64 arena tensor, the output float32: the value,
 //    or with cast_to_bool 1 where it is non-zero and 0 elsewhere (ONNX's
 //    cast to BOOL; Tessera's run-time bools are float 0/1, as Where reads).

@@ -108,6 +108,11 @@ bool follows_producer_tiling(OpType t) {
     case OpType::Softplus:
     case OpType::IsNaN:
     case OpType::Cast:
+    case OpType::Equal:
+    case OpType::Less:
+    case OpType::LessOrEqual:
+    case OpType::Greater:
+    case OpType::GreaterOrEqual:
     case OpType::Max:
     case OpType::Min:
       return true;

@@ -260,4 +260,22 @@ void min(const TileArgs& args) {
   binary_tile(args, [](float x, float y) { return std::isnan(x) || x < y ? x : y; });
 }
 
+void compare(const TileArgs& args) {
+  const auto bit = [](bool b) { return b ? 1.0f : 0.0f; };
+  switch (args.op->type) {
+    case graph::OpType::Equal:
+      return binary_tile(args, [&](float x, float y) { return bit(x == y); });
+    case graph::OpType::Less:
+      return binary_tile(args, [&](float x, float y) { return bit(x < y); });
+    case graph::OpType::LessOrEqual:
+      return binary_tile(args, [&](float x, float y) { return bit(x <= y); });
+    case graph::OpType::Greater:
+      return binary_tile(args, [&](float x, float y) { return bit(x > y); });
+    case graph::OpType::GreaterOrEqual:
+      return binary_tile(args, [&](float x, float y) { return bit(x >= y); });
+    default:
+      fail(args, "not a comparison");
+  }
+}
+
 }  // namespace tessera::kernels::reference

@@ -96,6 +96,8 @@ void abs(const TileArgs& args);
 void softplus(const TileArgs& args);
 void is_nan(const TileArgs& args);
 void cast(const TileArgs& args);
+// Equal, Less, LessOrEqual, Greater, GreaterOrEqual (1 or 0, false with NaN).
+void compare(const TileArgs& args);
 void max(const TileArgs& args);
 void min(const TileArgs& args);
 

@@ -1078,8 +1078,13 @@ class Importer {
         break;
       case OpType::FusedAttention:  // the compiler's, never a model's (no reviewed version)
         fail_node(node, name, "FusedAttention is made by the compiler, not imported");
-      case OpType::Cast:  // import_cast
-        fail_node(node, name, "Cast is imported by import_cast");
+      case OpType::Cast:  // import_cast and import_comparison, before this switch
+      case OpType::Equal:
+      case OpType::Less:
+      case OpType::LessOrEqual:
+      case OpType::Greater:
+      case OpType::GreaterOrEqual:
+        fail_node(node, name, "has an import path of its own");
     }
     emit(*emit_node, name, std::move(o), data_inputs);
   }
@@ -1282,13 +1287,18 @@ class Importer {
   // Equal, Less, LessOrEqual, Greater, GreaterOrEqual of constants: shape
   // computations and masks built at export time (GPT-2's causal mask at
   // sequence 1024, as torch.onnx exports it: LessOrEqual of two ranges).
+  // Comparisons. Of constants (shape computations, masks built at export
+  // time) they fold into bool (int64 0/1) constants; with a run-time float32
+  // operand they run (OpType Equal .. GreaterOrEqual), giving a run-time bool.
   void import_comparison(const onnx::NodeProto& node, const std::string& name) {
     const Value& a = input(node, name, 0);
     const Value& b = input(node, name, 1);
-    if (!a.constant || !b.constant)
-      fail_node(node, name,
-                "is supported only on constants (shape computations); Tessera has no bool "
-                "activations");
+    if (!a.constant || !b.constant) {
+      graph::Operator o;
+      o.name = name;
+      o.type = *graph::op_type_from_name(node.op_type());
+      return emit(node, name, std::move(o), {0, 1}, /*bool_output=*/true);
+    }
     if (a.constant->dtype != b.constant->dtype)
       fail_node(node, name, "compares tensors of different types");
     // The op named once, not per element (GPT-2's mask at sequence 1024 is 1M of them).

@@ -117,6 +117,11 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::Pad:
     case OpType::Resize:
       return {1, 1};
+    case OpType::Equal:
+    case OpType::Less:
+    case OpType::LessOrEqual:
+    case OpType::Greater:
+    case OpType::GreaterOrEqual:
     case OpType::Max:
     case OpType::Min:
       return {2, 2};

@@ -637,6 +637,29 @@ def gen_runtime_mask(rng, idx):
   return case(b, f"runtime_mask_{idx}_form{form}_n{batch}h{heads}s{seq}", [y, keep_float], 18)
 
 
+def gen_runtime_compare(rng, idx):
+  """A comparison of run-time tensors (an input with a broadcast input or a constant, values on a
+  coarse grid so that ties occur; one NaN in X, where every relation is false) as a Where
+  condition, and as float."""
+  b = gm.GraphBuilder(rng)
+  op = ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"][idx % 5]
+  shape = gm.rand_shape(rng, int(rng.integers(1, 5)), 7)
+  other = [d if rng.random() < 0.5 else 1 for d in shape[int(rng.integers(0, len(shape))):]]
+  x = b.input(shape)
+  b.input_values[x] = np.round(b.input_values[x] * 2) / 2
+  b.input_values[x].flat[0] = np.nan
+  if idx % 2:
+    y = b.input(other)
+    b.input_values[y] = np.round(b.input_values[y] * 2) / 2
+  else:
+    y = f32(b, np.round(rng.standard_normal(other) * 2).astype(np.float32) / 2)
+  condition = b.node(op, [x, y])
+  chosen = b.node("Where", [condition, f32(b, 1.5), b.node("Neg", [y])])
+  as_float = b.node("Cast", [condition], to=TensorProto.FLOAT)
+  name = f"runtime_compare_{idx}_{op}_{shape_tag(shape)}"
+  return case(b, name, [chosen, as_float], int(rng.choice([13, 17, 19])))
+
+
 SINGLE_OPS = [
     (gen_transpose, 4),
     (gen_gather, 8),
@@ -663,6 +686,7 @@ SINGLE_OPS = [
     (gen_fusion_pattern, 6),
     (gen_nan_guard, 3),
     (gen_runtime_mask, 8),
+    (gen_runtime_compare, 10),
 ]
 
 

@@ -300,6 +300,11 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
     case OpType::Cast:
       read(0, o);
       break;
+    case OpType::Equal:
+    case OpType::Less:
+    case OpType::LessOrEqual:
+    case OpType::Greater:
+    case OpType::GreaterOrEqual:
     case OpType::Max:
     case OpType::Min:
       read(0, broadcast_coord(o, in[0]));

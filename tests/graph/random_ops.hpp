@@ -292,6 +292,11 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
         c.in = {random_shape(rng, 1, 4, 5)};
         a.cast_to_bool = rnd(rng, 0, 1);
         break;
+      case OpType::Equal:
+      case OpType::Less:
+      case OpType::LessOrEqual:
+      case OpType::Greater:
+      case OpType::GreaterOrEqual:
       case OpType::Max:
       case OpType::Min: {
         Shape base = random_shape(rng, 1, 4, 5);
@@ -397,7 +402,12 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::RMSNormalization,
                                             OpType::ConvTranspose,
                                             OpType::IsNaN,
-                                            OpType::Cast};
+                                            OpType::Cast,
+                                            OpType::Equal,
+                                            OpType::Less,
+                                            OpType::LessOrEqual,
+                                            OpType::Greater,
+                                            OpType::GreaterOrEqual};
   return types;
 }
 

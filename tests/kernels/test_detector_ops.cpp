@@ -127,6 +127,41 @@ TEST_CASE("Max, Min: broadcasting vs naive, NaN propagates; tiling") {
   }
 }
 
+TEST_CASE("Equal, Less, LessOrEqual, Greater, GreaterOrEqual: 1 or 0, false with NaN; tiling") {
+  const OpType types[] = {OpType::Equal, OpType::Less, OpType::LessOrEqual, OpType::Greater,
+                          OpType::GreaterOrEqual};
+  for (int trial = 0; trial < 100; ++trial) {
+    const uint64_t seed = base_seed() + 22500 + trial;
+    INFO("seed " << seed);
+    Rng rng(seed);
+    const OpType type = types[trial % 5];
+    const Shape out = random_shape(rng, 1, 4);
+    std::vector<Tensor> in = {random_tensor(broadcastable(out, rng), rng),
+                              random_tensor(broadcastable(out, rng), rng)};
+    for (Tensor& t : in)  // a few values, so that equal pairs are common
+      for (float& v : t.data) v = std::round(v * 2) / 2;
+    if (trial % 3 == 0) in[trial % 2].data[0] = std::nanf("");
+    const std::vector<float> got =
+        run_whole(find_tile_kernel(type, "reference"), make_op(type), in, out);
+    for (int64_t f = 0; f < graph::shape_numel(out); ++f) {
+      const auto index = unravel(f, out);
+      const float a = in[0].data[static_cast<size_t>(broadcast_flat(index, in[0].shape))];
+      const float b = in[1].data[static_cast<size_t>(broadcast_flat(index, in[1].shape))];
+      bool holds = false;  // IEEE: every relation with NaN is false
+      if (!std::isnan(a) && !std::isnan(b)) {
+        const int order = a < b ? -1 : a > b ? 1 : 0;
+        holds = type == OpType::Equal         ? order == 0
+                : type == OpType::Less        ? order < 0
+                : type == OpType::LessOrEqual ? order <= 0
+                : type == OpType::Greater     ? order > 0
+                                              : order >= 0;
+      }
+      CHECK(got[static_cast<size_t>(f)] == (holds ? 1.0f : 0.0f));
+    }
+    check_tiling(find_tile_kernel(type, "reference"), make_op(type), in, out, got, rng);
+  }
+}
+
 TEST_CASE("Pad (constant, reflect, edge; wide and negative pads) vs naive; tiling") {
   for (int trial = 0; trial < 150; ++trial) {
     const uint64_t seed = base_seed() + 23000 + trial;

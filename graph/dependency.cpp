@@ -621,6 +621,12 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
     case OpType::Reciprocal:
     case OpType::Abs:
     case OpType::Softplus:
+    case OpType::Sin:
+    case OpType::Cos:
+    case OpType::Floor:
+    case OpType::Ceil:
+    case OpType::Round:
+    case OpType::Sign:
     case OpType::IsNaN:
     case OpType::Cast:
       need_inputs(op, in, 1, 1);

@@ -663,6 +663,12 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     case OpType::Reciprocal:
     case OpType::Abs:
     case OpType::Softplus:
+    case OpType::Sin:
+    case OpType::Cos:
+    case OpType::Floor:
+    case OpType::Ceil:
+    case OpType::Round:
+    case OpType::Sign:
     case OpType::IsNaN:
     case OpType::Cast:
       check_input_count(op, in, 1, 1);

@@ -82,9 +82,17 @@ enum class OpType : uint16_t {
   LessOrEqual = 60,
   Greater = 61,
   GreaterOrEqual = 62,
+  // Elementwise math, one float32 input: Round is half to even, Sign -1/0/1
+  // (NaN stays NaN).
+  Sin = 63,
+  Cos = 64,
+  Floor = 65,
+  Ceil = 66,
+  Round = 67,
+  Sign = 68,
 };
 
-inline constexpr OpType kLastOpType = OpType::GreaterOrEqual;
+inline constexpr OpType kLastOpType = OpType::Sign;
 
 // ReduceMean and the ops above: one input reduced over attrs.axes.
 constexpr bool is_reduction(OpType t) {
@@ -221,6 +229,18 @@ constexpr std::string_view op_type_name(OpType t) {
       return "Greater";
     case OpType::GreaterOrEqual:
       return "GreaterOrEqual";
+    case OpType::Sin:
+      return "Sin";
+    case OpType::Cos:
+      return "Cos";
+    case OpType::Floor:
+      return "Floor";
+    case OpType::Ceil:
+      return "Ceil";
+    case OpType::Round:
+      return "Round";
+    case OpType::Sign:
+      return "Sign";
   }
   return "Unknown";
 }

@@ -88,6 +88,7 @@ namespace tessera::graph {
 //    (the given scale, or output / input when sizes were given), used by
 //    the coordinate transformation; resize_mode, coordinate_mode and
 //    nearest_mode as ONNX's attributes (graph/resize_coords.hpp).
+//  - Sin, Cos, Floor, Ceil, Round (half to even), Sign: one float32 input.
 //  - Equal, Less, LessOrEqual, Greater, GreaterOrEqual: two float32
 //    operands broadcasting like Add; 1 where the relation holds, else 0
 //    (Tessera's run-time bools, as Where reads them).

@@ -106,6 +106,12 @@ bool follows_producer_tiling(OpType t) {
     case OpType::Reciprocal:
     case OpType::Abs:
     case OpType::Softplus:
+    case OpType::Sin:
+    case OpType::Cos:
+    case OpType::Floor:
+    case OpType::Ceil:
+    case OpType::Round:
+    case OpType::Sign:
     case OpType::IsNaN:
     case OpType::Cast:
     case OpType::Equal:

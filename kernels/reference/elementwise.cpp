@@ -221,6 +221,35 @@ void is_nan(const TileArgs& args) {
   unary_tile(args, [](float x) { return std::isnan(x) ? 1.0f : 0.0f; });
 }
 
+void sin(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::sin(x); });
+}
+
+void cos(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::cos(x); });
+}
+
+void floor(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::floor(x); });
+}
+
+void ceil(const TileArgs& args) {
+  unary_tile(args, [](float x) { return std::ceil(x); });
+}
+
+void round(const TileArgs& args) {
+  // Half to even (ONNX Round), whatever the caller's rounding mode.
+  unary_tile(args, [](float x) {
+    const float r = std::round(x);  // half away from zero
+    return std::fabs(x - std::trunc(x)) == 0.5f ? 2.0f * std::round(x / 2.0f) : r;
+  });
+}
+
+void sign(const TileArgs& args) {
+  unary_tile(args,
+             [](float x) { return std::isnan(x) ? x : static_cast<float>((x > 0) - (x < 0)); });
+}
+
 void cast(const TileArgs& args) {
   if (args.op->attrs.cast_to_bool)
     unary_tile<int64_t>(args, [](int64_t x) { return x != 0 ? 1.0f : 0.0f; });

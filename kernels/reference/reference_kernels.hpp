@@ -96,6 +96,13 @@ void abs(const TileArgs& args);
 void softplus(const TileArgs& args);
 void is_nan(const TileArgs& args);
 void cast(const TileArgs& args);
+// Sin, Cos, Floor, Ceil, Round (half to even), Sign (NaN stays NaN).
+void sin(const TileArgs& args);
+void cos(const TileArgs& args);
+void floor(const TileArgs& args);
+void ceil(const TileArgs& args);
+void round(const TileArgs& args);
+void sign(const TileArgs& args);
 // Equal, Less, LessOrEqual, Greater, GreaterOrEqual (1 or 0, false with NaN).
 void compare(const TileArgs& args);
 void max(const TileArgs& args);

@@ -217,6 +217,12 @@ class Importer {
         {"Mod", {10, 13, 28}},
         {"Mul", {7, 13, 14}},
         {"Neg", {6, 13}},
+        {"Sin", {7, 22}},
+        {"Cos", {7, 22}},
+        {"Floor", {6, 13}},
+        {"Ceil", {6, 13}},
+        {"Round", {11, 22}},
+        {"Sign", {9, 13}},
         {"Pad", {11, 13, 18, 19, 21, 23, 24, 25}},
         {"Pow", {7, 12, 13, 15}},
         {"Range", {11, 27}},
@@ -1062,6 +1068,12 @@ class Importer {
       case OpType::Abs:
       case OpType::Softplus:
       case OpType::IsNaN:
+      case OpType::Sin:
+      case OpType::Cos:
+      case OpType::Floor:
+      case OpType::Ceil:
+      case OpType::Round:
+      case OpType::Sign:
         data_inputs = {0};
         break;
       case OpType::Max:  // import_max_min: two operands
@@ -1773,16 +1785,26 @@ class Importer {
       if (from.dtype == DType::Int64)
         for (int64_t x : from.ints) c->floats.push_back(static_cast<float>(x));
     } else {
+      // As ONNX Runtime on x86: a float truncates toward zero, and NaN, the
+      // infinities and values out of the type's range give its lowest value
+      // (T5's relative position buckets cast log(0) = -inf, then mask it
+      // out); int64 to int32 wraps; any non-zero (NaN too) is true.
       c->dtype = DType::Int64;
       const bool to_bool = to == onnx::TensorProto::BOOL;
-      c->ints = from.ints;
+      const bool to_int32 = to == onnx::TensorProto::INT32;
+      const double limit = to_int32 ? 2147483648.0 : 9223372036854775808.0;
+      const int64_t lowest =
+          to_int32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+      for (int64_t x : from.ints)
+        c->ints.push_back(to_bool    ? x != 0
+                          : to_int32 ? static_cast<int32_t>(static_cast<uint32_t>(x))
+                                     : x);
       for (float x : from.floats) {
-        if (!std::isfinite(x) || std::fabs(x) >= 9.2e18f)
-          fail_node(node, name, "cannot cast the value " + std::to_string(x) + " to " + target);
-        c->ints.push_back(static_cast<int64_t>(x));
+        const double d = x;
+        c->ints.push_back(to_bool                            ? x != 0.0f || std::isnan(x)
+                          : !(d > -limit - 1.0 && d < limit) ? lowest
+                                                             : static_cast<int64_t>(d));
       }
-      if (to_bool)
-        for (int64_t& x : c->ints) x = x != 0;
     }
     define_constant(node, name, std::move(c));
   }
@@ -2490,7 +2512,7 @@ class Importer {
   }
 
   // Folds an op over int64 constants (shape arithmetic and index plumbing):
-  // Neg/Abs/Add/Sub/Mul/Div in int64; data movement through the float
+  // Neg/Abs/Add/Sub/Mul/Div/Max/Min in int64; data movement through the float
   // reference kernels, exact because every value is checked to be at most 2^24.
   std::shared_ptr<Constant> fold_integers(const onnx::NodeProto& node, const std::string& name,
                                           const graph::Operator& o,
@@ -2506,7 +2528,8 @@ class Importer {
       return c;
     }
     const bool arithmetic = o.type == OpType::Add || o.type == OpType::Sub ||
-                            o.type == OpType::Mul || o.type == OpType::Div;
+                            o.type == OpType::Mul || o.type == OpType::Div ||
+                            o.type == OpType::Max || o.type == OpType::Min;
     if (arithmetic) {
       const Constant& a = *ins[0]->constant;
       const Constant& b = *ins[1]->constant;
@@ -2530,6 +2553,12 @@ class Importer {
           case OpType::Mul:
             ok = !__builtin_mul_overflow(x, y, &r);
             break;
+          case OpType::Max:
+            r = std::max(x, y);
+            break;
+          case OpType::Min:
+            r = std::min(x, y);
+            break;
           default:  // Div truncates toward zero, like C
             ok = y != 0 && !(x == INT64_MIN && y == -1);
             r = ok ? x / y : 0;
@@ -2545,34 +2574,50 @@ class Importer {
                                o.type == OpType::Reshape || o.type == OpType::Flatten;
     if (!data_movement)
       fail_node(node, name, "reads int64 constants as data; Tessera computes in float32");
-    constexpr int64_t kExact = int64_t{1} << 24;  // every int of this size is an exact float
-    std::vector<Value> as_float;
-    as_float.reserve(ins.size());
-    for (const Value* v : ins) {
-      const Constant& from = *v->constant;
+    // The float reference kernels move element ids instead of the values
+    // (every id up to 2^24 is an exact float), which are then looked up: any
+    // int64 value folds exactly (T5's buckets hold INT64_MIN from a cast of
+    // -inf). Where's condition is read as its 0/1 values.
+    constexpr int64_t kExact = int64_t{1} << 24;
+    const bool where = o.type == OpType::Where;
+    const DType result = ins[where ? 1 : 0]->constant->dtype;
+    std::vector<int64_t> pool_ints;
+    std::vector<float> pool_floats;
+    std::vector<Value> as_ids;
+    as_ids.reserve(ins.size());
+    for (size_t i = 0; i < ins.size(); ++i) {
+      const Constant& from = *ins[i]->constant;
       auto c = std::make_shared<Constant>(from);
-      if (from.dtype == DType::Int64) {
-        c->dtype = DType::Float32;
-        c->ints.clear();
-        for (int64_t x : from.ints) {
-          if (x < -kExact || x > kExact)
-            fail_node(node, name,
-                      "cannot fold the int64 value " + std::to_string(x) +
-                          " (Tessera folds integer data up to 2^24)");
-          c->floats.push_back(static_cast<float>(x));
-        }
+      c->dtype = DType::Float32;
+      c->ints.clear();
+      c->floats.clear();
+      if (where && i == 0) {
+        for (int64_t x : from.ints) c->floats.push_back(x != 0 ? 1.0f : 0.0f);
+        for (float x : from.floats) c->floats.push_back(x != 0.0f ? 1.0f : 0.0f);
+      } else {
+        if (from.dtype != result) fail_node(node, name, "mixes int64 and float32 data");
+        const auto first = static_cast<int64_t>(pool_ints.size() + pool_floats.size());
+        if (first + graph::shape_numel(from.shape) > kExact)
+          fail_node(node, name, "has too many int64 elements to fold (Tessera folds up to 2^24)");
+        for (int64_t e = 0; e < graph::shape_numel(from.shape); ++e)
+          c->floats.push_back(static_cast<float>(first + e));
+        pool_ints.insert(pool_ints.end(), from.ints.begin(), from.ints.end());
+        pool_floats.insert(pool_floats.end(), from.floats.begin(), from.floats.end());
       }
-      as_float.push_back(Value{-1, std::move(c)});
+      as_ids.push_back(Value{-1, std::move(c)});
     }
     std::vector<const Value*> pointers;
-    for (const Value& v : as_float) pointers.push_back(&v);
+    for (const Value& v : as_ids) pointers.push_back(&v);
     auto c = fold(node, name, o, pointers, out_shape);
-    // The result has the type of the data: Where's X (input 1), else input 0.
-    const DType result = ins[o.type == OpType::Where ? 1 : 0]->constant->dtype;
-    if (result == DType::Int64) {
-      c->dtype = DType::Int64;
-      for (float x : c->floats) c->ints.push_back(static_cast<int64_t>(x));
-      c->floats.clear();
+    c->dtype = result;
+    std::vector<float> ids = std::move(c->floats);
+    c->floats.clear();
+    for (float id : ids) {
+      const auto at = static_cast<size_t>(id);
+      if (result == DType::Int64)
+        c->ints.push_back(pool_ints[at]);
+      else
+        c->floats.push_back(pool_floats[at]);
     }
     return c;
   }

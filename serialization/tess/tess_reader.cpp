@@ -112,6 +112,12 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::Reciprocal:
     case OpType::Abs:
     case OpType::Softplus:
+    case OpType::Sin:
+    case OpType::Cos:
+    case OpType::Floor:
+    case OpType::Ceil:
+    case OpType::Round:
+    case OpType::Sign:
     case OpType::IsNaN:
     case OpType::Cast:
     case OpType::Pad:

@@ -296,6 +296,12 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
     case OpType::Reciprocal:
     case OpType::Abs:
     case OpType::Softplus:
+    case OpType::Sin:
+    case OpType::Cos:
+    case OpType::Floor:
+    case OpType::Ceil:
+    case OpType::Round:
+    case OpType::Sign:
     case OpType::IsNaN:
     case OpType::Cast:
       read(0, o);

@@ -285,6 +285,12 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
       case OpType::Reciprocal:
       case OpType::Abs:
       case OpType::Softplus:
+      case OpType::Sin:
+      case OpType::Cos:
+      case OpType::Floor:
+      case OpType::Ceil:
+      case OpType::Round:
+      case OpType::Sign:
       case OpType::IsNaN:
         c.in = {random_shape(rng, 1, 4, 5)};
         break;
@@ -407,7 +413,13 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::Less,
                                             OpType::LessOrEqual,
                                             OpType::Greater,
-                                            OpType::GreaterOrEqual};
+                                            OpType::GreaterOrEqual,
+                                            OpType::Sin,
+                                            OpType::Cos,
+                                            OpType::Floor,
+                                            OpType::Ceil,
+                                            OpType::Round,
+                                            OpType::Sign};
   return types;
 }
 

@@ -13,15 +13,19 @@
 namespace tessera::kernels::test {
 namespace {
 
-TEST_CASE("LeakyRelu, HardSigmoid, HardSwish, Neg, Exp, Log, Reciprocal, Abs, Softplus, IsNaN") {
+TEST_CASE(
+    "LeakyRelu, HardSigmoid, HardSwish, Neg, Exp, Log, Reciprocal, Abs, Softplus, IsNaN, Sin, Cos, "
+    "Floor, Ceil, Round, Sign") {
   const OpType types[] = {OpType::LeakyRelu, OpType::HardSigmoid, OpType::HardSwish,  OpType::Neg,
                           OpType::Exp,       OpType::Log,         OpType::Reciprocal, OpType::Abs,
-                          OpType::Softplus,  OpType::IsNaN};
-  for (int trial = 0; trial < 200; ++trial) {
+                          OpType::Softplus,  OpType::IsNaN,       OpType::Sin,        OpType::Cos,
+                          OpType::Floor,     OpType::Ceil,        OpType::Round,      OpType::Sign};
+  constexpr int kTypes = static_cast<int>(std::size(types));
+  for (int trial = 0; trial < 20 * kTypes; ++trial) {
     const uint64_t seed = base_seed() + 21000 + trial;
     INFO("seed " << seed << " (set TESSERA_TEST_SEED to replay)");
     Rng rng(seed);
-    const OpType type = types[trial % 10];
+    const OpType type = types[trial % kTypes];
     graph::Operator op = make_op(type);
     op.attrs.alpha = static_cast<float>(rng.uniform(1, 40)) / 100.0f;
     op.attrs.beta = static_cast<float>(rng.uniform(0, 10)) / 10.0f;
@@ -32,6 +36,8 @@ TEST_CASE("LeakyRelu, HardSigmoid, HardSwish, Neg, Exp, Log, Reciprocal, Abs, So
       if (type == OpType::Log) v = std::fabs(v) + 0.01f;
       if (type == OpType::Reciprocal && std::fabs(v) < 0.05f) v = 0.5f;
       if (type == OpType::IsNaN && v > 4) v = std::numeric_limits<float>::quiet_NaN();
+      // Halves (ties for Round), whole numbers and zeros for the rounding ops and Sign.
+      if (type >= OpType::Floor && trial % 2 == 0) v = std::round(v * 2) / 2;
     }
     std::vector<double> expected;
     for (float f : x.data) {
@@ -63,6 +69,24 @@ TEST_CASE("LeakyRelu, HardSigmoid, HardSwish, Neg, Exp, Log, Reciprocal, Abs, So
           break;
         case OpType::Abs:
           expected.push_back(std::fabs(v));
+          break;
+        case OpType::Sin:
+          expected.push_back(std::sin(v));
+          break;
+        case OpType::Cos:
+          expected.push_back(std::cos(v));
+          break;
+        case OpType::Floor:
+          expected.push_back(std::floor(v));
+          break;
+        case OpType::Ceil:
+          expected.push_back(std::ceil(v));
+          break;
+        case OpType::Round:  // half to even: the default rounding mode's nearest
+          expected.push_back(std::nearbyint(v));
+          break;
+        case OpType::Sign:
+          expected.push_back(v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0);
           break;
         default:
           expected.push_back(std::log(1 + std::exp(v)));

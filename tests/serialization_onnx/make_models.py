@@ -548,3 +548,46 @@ m = model("fold_trilu",
           [init("td", np.arange(1, 13, dtype=np.float32).reshape(3, 4)),
            init("tk", np.array(1, np.int64)), init("tn", np.array(-1, np.int64))], opset=14)
 write_expect("fold_trilu", folded=run_ort(m, {"x": np.zeros((3, 4), np.float32)})[0])
+
+# Casts of constants as ONNX Runtime does them on x86: NaN, the infinities and values out of range
+# give the type's lowest value, floats truncate, any non-zero is true (0.5 too); int64 Where, Max
+# and Min fold exactly whatever the values' size (T5's relative position buckets). Cast back to
+# float and added to x = 0 by ONNX Runtime, the folded values.
+special = np.array([-np.inf, np.inf, np.nan, 1e30, -2.7, 2.7, 0.5, -3e9, 0.0], np.float32)
+F32 = TensorProto.FLOAT
+m = model("fold_casts",
+          [helper.make_node("Cast", ["sp"], ["i64"], to=I64),
+           helper.make_node("Cast", ["sp"], ["i32"], to=TensorProto.INT32),
+           helper.make_node("Cast", ["i32"], ["i32_64"], to=I64),
+           helper.make_node("Cast", ["sp"], ["b"], to=TensorProto.BOOL),
+           helper.make_node("Where", ["b", "i64", "big"], ["w"]),
+           helper.make_node("Max", ["w", "lo"], ["mx"]),
+           helper.make_node("Min", ["i32_64", "hi"], ["mn"]),
+           helper.make_node("Cast", ["mx"], ["fmx"], to=F32),
+           helper.make_node("Cast", ["mn"], ["fmn"], to=F32),
+           helper.make_node("Cast", ["b"], ["fb"], to=F32),
+           helper.make_node("Concat", ["fmx", "fmn", "fb"], ["t"], axis=0),
+           helper.make_node("Add", ["x", "t"], ["y"], name="live_add")],
+          [vi("x", [27])], [vi("y", None)],
+          [init("sp", special), i64("big", [2**62 + 2**40] * 9), i64("lo", -(2**62)),
+           i64("hi", 2**40)])
+write_expect("fold_casts", folded=run_ort(m, {"x": np.zeros(27, np.float32)})[0])
+
+# Floor, Ceil, Round (half to even: 0.5, 1.5, 2.5, -0.5) and Sign of constants folded exactly;
+# Sin and Cos (Llama's rotary tables) within an ulp of ONNX Runtime's.
+grid = np.array([-2.5, -1.5, -0.5, -0.2, 0.0, 0.5, 1.5, 2.5, 3.7, -3.7], np.float32)
+m = model("fold_rounding",
+          [helper.make_node(op, ["g"], [op.lower()]) for op in ("Floor", "Ceil", "Round", "Sign")] +
+          [helper.make_node("Concat", ["floor", "ceil", "round", "sign"], ["t"], axis=0),
+           helper.make_node("Add", ["x", "t"], ["y"], name="live_add")],
+          [vi("x", [40])], [vi("y", None)], [init("g", grid)])
+write_expect("fold_rounding", folded=run_ort(m, {"x": np.zeros(40, np.float32)})[0])
+angles = np.linspace(-20, 20, 41).astype(np.float32)
+m = model("fold_trig",
+          [helper.make_node("Sin", ["a"], ["s"]), helper.make_node("Cos", ["a"], ["c"]),
+           helper.make_node("Concat", ["s", "c"], ["t"], axis=0),
+           helper.make_node("Add", ["x", "t"], ["y"], name="live_add")],
+          [vi("x", [82])], [vi("y", None)], [init("a", angles)])
+write_expect("fold_trig", folded=run_ort(m, {"x": np.zeros(82, np.float32)})[0])
+model("sin_runtime", [helper.make_node("Sin", ["x"], ["y"], name="sin_rt")],
+      [vi("x", [3])], [vi("y", None)])

@@ -419,6 +419,28 @@ TEST_CASE("Constant folding: Trilu of constants, lower and upper (ORT's values)"
   exact_folded_weight("fold_trilu");
 }
 
+TEST_CASE(
+    "Constant folding: casts of NaN, infinities, out-of-range and fractional values; "
+    "int64 Where, Max, Min of any size (ORT's values)") {
+  exact_folded_weight("fold_casts");
+}
+
+TEST_CASE(
+    "Constant folding: Floor, Ceil, Round, Sign exactly; Sin and Cos within an ulp; "
+    "a run-time Sin") {
+  exact_folded_weight("fold_rounding");
+  const Graph g = load("fold_trig");
+  REQUIRE(g.ops.size() == 1);
+  const std::vector<float>& folded = input_tensor(g, op_named(g, "live_add"), 1).weight;
+  const auto expected = read_expect("fold_trig").at("folded");
+  REQUIRE(folded.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    CHECK(std::fabs(folded[i] - expected[i]) <= 1.2e-7 * std::max(1.0, std::fabs(expected[i])));
+  const Graph runtime = load("sin_runtime");
+  REQUIRE(runtime.ops.size() == 1);
+  CHECK(runtime.ops[0].type == OpType::Sin);
+}
+
 TEST_CASE("Attention becomes the chain its ONNX function expands to; a KV length is refused") {
   const Graph g = load("attention_causal");
   std::vector<OpType> types;

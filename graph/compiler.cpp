@@ -132,7 +132,6 @@ void check_graph(const Graph& graph) {
     if (available[static_cast<size_t>(o)])
       throw Error(where + ": output " + tensor_label(graph, o) +
                   " is already a graph input, a weight or another op's output");
-    if (out.dtype != DType::Float32) throw Error(where + ": output must be float32");
     check_operand_dtypes(op, dtypes, out.dtype);
     Shape inferred = infer_output_shape(op, shapes);
     if (inferred != out.shape)

@@ -612,6 +612,14 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
       add(deps, 0, r, in[0]);
       break;
     }
+    case OpType::CumSum: {
+      need_inputs(op, in, 1, 1);
+      need_rank(op, in[0], out.rank());
+      Region r = out;  // every element up to the tile's last along the axis
+      r.begin[static_cast<size_t>(op.attrs.axis)] = 0;
+      add(deps, 0, r, in[0]);
+      break;
+    }
     case OpType::LeakyRelu:
     case OpType::HardSigmoid:
     case OpType::HardSwish:
@@ -629,6 +637,7 @@ std::vector<InputDependency> tile_dependencies(const Operator& op, const std::ve
     case OpType::Sign:
     case OpType::IsNaN:
     case OpType::Cast:
+    case OpType::ToIndex:
       need_inputs(op, in, 1, 1);
       need_rank(op, in[0], out.rank());
       add(deps, 0, out, in[0]);

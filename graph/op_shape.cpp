@@ -671,7 +671,13 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
     case OpType::Sign:
     case OpType::IsNaN:
     case OpType::Cast:
+    case OpType::ToIndex:
       check_input_count(op, in, 1, 1);
+      return in[0];
+    case OpType::CumSum:
+      check_input_count(op, in, 1, 1);
+      if (op.attrs.axis < 0 || op.attrs.axis >= static_cast<int64_t>(in[0].size()))
+        fail(op, "axis " + std::to_string(op.attrs.axis) + " is out of range");
       return in[0];
     case OpType::Equal:
     case OpType::Less:
@@ -698,8 +704,10 @@ void check_operand_dtypes(const Operator& op, const std::vector<DType>& inputs, 
       fail(op, "input " + std::to_string(i) + " is " + std::string(dtype_name(inputs[i])) +
                    " but must be " + std::string(dtype_name(want)));
   }
-  if (output != DType::Float32)
-    fail(op, "output is " + std::string(dtype_name(output)) + " but must be float32");
+  const DType want = op.type == OpType::ToIndex ? DType::Int64 : DType::Float32;
+  if (output != want)
+    fail(op, "output is " + std::string(dtype_name(output)) + " but must be " +
+                 std::string(dtype_name(want)));
 }
 
 }  // namespace tessera::graph

@@ -90,9 +90,15 @@ enum class OpType : uint16_t {
   Ceil = 66,
   Round = 67,
   Sign = 68,
+  // Running sum along attrs.axis (inclusive, forward): RoBERTa's position
+  // ids from its token ids.
+  CumSum = 69,
+  // Float32 holding integers to an int64 tensor (Gather indices computed at
+  // run time); a value that is not an integer within ±2^24 fails the run.
+  ToIndex = 70,
 };
 
-inline constexpr OpType kLastOpType = OpType::Sign;
+inline constexpr OpType kLastOpType = OpType::ToIndex;
 
 // ReduceMean and the ops above: one input reduced over attrs.axes.
 constexpr bool is_reduction(OpType t) {
@@ -241,6 +247,10 @@ constexpr std::string_view op_type_name(OpType t) {
       return "Round";
     case OpType::Sign:
       return "Sign";
+    case OpType::CumSum:
+      return "CumSum";
+    case OpType::ToIndex:
+      return "ToIndex";
   }
   return "Unknown";
 }

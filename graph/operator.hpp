@@ -89,6 +89,11 @@ namespace tessera::graph {
 //    the coordinate transformation; resize_mode, coordinate_mode and
 //    nearest_mode as ONNX's attributes (graph/resize_coords.hpp).
 //  - Sin, Cos, Floor, Ceil, Round (half to even), Sign: one float32 input.
+//  - CumSum: output element i along `axis` is the sum of input elements
+//    0..i (inclusive, forward; float, in order).
+//  - ToIndex: a float32 input of integer values to an int64 output (run-time
+//    Gather indices; the importer's int64 arithmetic runs in float32, exact
+//    to 2^24); a value that is not an integer within ±2^24 fails the run.
 //  - Equal, Less, LessOrEqual, Greater, GreaterOrEqual: two float32
 //    operands broadcasting like Add; 1 where the relation holds, else 0
 //    (Tessera's run-time bools, as Where reads them).

@@ -563,8 +563,10 @@ void dependency_backward(const Operator& op, const std::vector<Shape>& in, const
 }
 
 bool scramblable(const Operator& op) {
-  // Gather's indices and Cast's int64 input are data, not values to scramble.
-  return !(op.type == OpType::Gather && op.inputs.size() > 1) && op.type != OpType::Cast;
+  // Gather's indices, Cast's int64 input and ToIndex's int64 output are data,
+  // not values to scramble.
+  return !(op.type == OpType::Gather && op.inputs.size() > 1) && op.type != OpType::Cast &&
+         op.type != OpType::ToIndex;
 }
 
 }  // namespace

@@ -114,6 +114,7 @@ bool follows_producer_tiling(OpType t) {
     case OpType::Sign:
     case OpType::IsNaN:
     case OpType::Cast:
+    case OpType::ToIndex:
     case OpType::Equal:
     case OpType::Less:
     case OpType::LessOrEqual:

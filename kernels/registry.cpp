@@ -79,6 +79,8 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::Neg, kReference, reference::neg, nullptr, nullptr, 0, kAnyLayout},
     {OpType::IsNaN, kReference, reference::is_nan, nullptr, nullptr, 0, kAnyLayout},
     {OpType::Cast, kReference, reference::cast},
+    {OpType::ToIndex, kReference, reference::to_index},
+    {OpType::CumSum, kReference, reference::cumsum},
     {OpType::Sin, kReference, reference::sin, nullptr, nullptr, 0, kAnyLayout},
     {OpType::Cos, kReference, reference::cos, nullptr, nullptr, 0, kAnyLayout},
     {OpType::Floor, kReference, reference::floor, nullptr, nullptr, 0, kAnyLayout},

@@ -250,6 +250,28 @@ void sign(const TileArgs& args) {
              [](float x) { return std::isnan(x) ? x : static_cast<float>((x > 0) - (x < 0)); });
 }
 
+void to_index(const TileArgs& args) {
+  check_tile_args(args, 1, 1);
+  const graph::Shape& shape = *args.output.shape;
+  if (*args.inputs[0].shape != shape) fail(args, "input and output shapes differ");
+  const std::vector<int64_t> strides = graph::shape_strides(shape);
+  // The output is an int64 tensor (the TensorView points at its bytes).
+  auto* out = reinterpret_cast<int64_t*>(args.output.data);
+  const float* in = args.inputs[0].data;
+  constexpr float kExact = 16777216.0f;  // 2^24: every integer up to it is exact
+  for_each_row<1>(*args.region, {strides.data()},
+                  [&](const int64_t*, const std::array<int64_t, 1>& at, int64_t length) {
+                    for (int64_t i = at[0]; i < at[0] + length; ++i) {
+                      const float v = in[i];
+                      if (!(std::fabs(v) <= kExact) || v != std::trunc(v))
+                        fail(args, "index value " + std::to_string(v) +
+                                       " is not an integer within +-2^24 (Tessera computes "
+                                       "integer arithmetic on int64 inputs in float32)");
+                      out[i] = static_cast<int64_t>(v);
+                    }
+                  });
+}
+
 void cast(const TileArgs& args) {
   if (args.op->attrs.cast_to_bool)
     unary_tile<int64_t>(args, [](int64_t x) { return x != 0 ? 1.0f : 0.0f; });

@@ -12,6 +12,37 @@
 
 namespace tessera::kernels::reference {
 
+void cumsum(const TileArgs& args) {
+  check_tile_args(args, 1, 1);
+  const graph::Shape& shape = *args.output.shape;
+  if (*args.inputs[0].shape != shape) fail(args, "input and output shapes differ");
+  const auto axis = static_cast<size_t>(args.op->attrs.axis);
+  if (axis >= shape.size()) fail(args, "axis out of range");
+  const std::vector<int64_t> strides = graph::shape_strides(shape);
+  const int64_t step = strides[axis];
+  // Each output element sums its line from index 0, in order (float, as ONNX
+  // Runtime), whatever part of the line the tile owns.
+  graph::Region lines = *args.region;
+  const int64_t first = lines.begin[axis], last = lines.end[axis];
+  lines.begin[axis] = 0;
+  lines.end[axis] = 1;
+  const float* in = args.inputs[0].data;
+  float* out = args.output.data;
+  for_each_row<1>(lines, {strides.data()},
+                  [&](const int64_t* index, const std::array<int64_t, 1>& at, int64_t length) {
+                    const int64_t columns = axis + 1 == shape.size() ? 1 : length;
+                    for (int64_t c = 0; c < columns; ++c) {
+                      float sum = 0.0f;
+                      for (int64_t i = 0; i < last; ++i) {
+                        const int64_t e = at[0] + c + i * step;
+                        sum += in[e];
+                        if (i >= first) out[e] = sum;
+                      }
+                    }
+                    (void)index;
+                  });
+}
+
 namespace {
 
 // One output element of a reduction over the values fn visits; max and min

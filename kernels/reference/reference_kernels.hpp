@@ -79,6 +79,8 @@ void slice(const TileArgs& args);
 // ReduceLogSumExp: graph::is_reduction()), LayerNormalization and
 // RMSNormalization.
 void reduce(const TileArgs& args);
+// CumSum: inclusive running sums along attrs.axis.
+void cumsum(const TileArgs& args);
 void layer_normalization(const TileArgs& args);
 
 // elementwise.cpp — LeakyRelu (alpha), HardSigmoid (alpha, beta), HardSwish,
@@ -96,6 +98,8 @@ void abs(const TileArgs& args);
 void softplus(const TileArgs& args);
 void is_nan(const TileArgs& args);
 void cast(const TileArgs& args);
+// ToIndex: float32 integers to int64 (dense layout), checked.
+void to_index(const TileArgs& args);
 // Sin, Cos, Floor, Ceil, Round (half to even), Sign (NaN stays NaN).
 void sin(const TileArgs& args);
 void cos(const TileArgs& args);

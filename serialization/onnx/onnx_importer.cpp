@@ -199,6 +199,7 @@ class Importer {
         {"Gather", {11, 13}},
         {"GatherElements", {11, 13}},
         {"GatherND", {11, 12, 13}},
+        {"CumSum", {11, 14}},
         {"Gelu", {20}},
         {"Gemm", {11, 13}},
         {"GlobalAveragePool", {1, 22}},
@@ -1090,7 +1091,18 @@ class Importer {
         break;
       case OpType::FusedAttention:  // the compiler's, never a model's (no reviewed version)
         fail_node(node, name, "FusedAttention is made by the compiler, not imported");
-      case OpType::Cast:  // import_cast and import_comparison, before this switch
+      case OpType::CumSum: {
+        if (attr_int(node, name, "exclusive", 0) != 0 || attr_int(node, name, "reverse", 0) != 0)
+          fail_node(node, name, "exclusive and reverse sums are not supported");
+        const std::vector<int64_t> axis = int_values(node, name, 1, "the axis");
+        if (axis.size() != 1) fail_node(node, name, "the axis must be one value");
+        o.attrs.axis = normalise_axis(node, name, axis[0],
+                                      static_cast<int64_t>(shape_of(input(node, name, 0)).size()));
+        data_inputs = {0};
+        break;
+      }
+      case OpType::ToIndex:  // made by integers_as_float, never a model's
+      case OpType::Cast:     // import_cast and import_comparison, before this switch
       case OpType::Equal:
       case OpType::Less:
       case OpType::LessOrEqual:
@@ -1535,7 +1547,30 @@ class Importer {
   void import_gather_elements(const onnx::NodeProto& node, const std::string& name) {
     const Value& data = input(node, name, 0);
     const Value& index = input(node, name, 1);
-    if (!data.constant || !index.constant) fail_node(node, name, "is supported only on constants");
+    // Constant data of one value gives that value whatever the run-time
+    // indices pick (RoBERTa's token_type_ids buffer, all zeros, gathered at
+    // its position ids); the indices' range is then not checked.
+    if (data.constant && !index.constant) {
+      const Constant& d = *data.constant;
+      const bool uniform = d.dtype == DType::Int64
+                               ? std::adjacent_find(d.ints.begin(), d.ints.end(),
+                                                    std::not_equal_to<>()) == d.ints.end()
+                               : std::adjacent_find(d.floats.begin(), d.floats.end(),
+                                                    std::not_equal_to<>()) == d.floats.end();
+      if (uniform && graph::shape_numel(d.shape) > 0 && d.shape.size() == shape_of(index).size()) {
+        auto c = std::make_shared<Constant>();
+        c->dtype = d.dtype;
+        c->shape = shape_of(index);
+        const auto n = static_cast<size_t>(graph::shape_numel(c->shape));
+        if (d.dtype == DType::Int64)
+          c->ints.assign(n, d.ints[0]);
+        else
+          c->floats.assign(n, d.floats[0]);
+        return define_constant(node, name, std::move(c));
+      }
+    }
+    if (!data.constant || !index.constant)
+      fail_node(node, name, "is supported only on constants (or constant data of one value)");
     if (index.constant->dtype != DType::Int64) fail_node(node, name, "needs integer indices");
     const Shape& ds = data.constant->shape;
     const Shape& is = index.constant->shape;
@@ -1821,6 +1856,12 @@ class Importer {
     const DType from = graph_.tensors[v.tensor].dtype;
     const bool from_bool = float_bools_.count(v.tensor) > 0;
     if (from == DType::Float32 && (to_float || (to_bool && from_bool))) return alias(node, name);
+    // Bools and integers held as float to an integer type: the same values
+    // (integers_as_float), exact to 2^24.
+    if (from == DType::Float32 && to_int && (from_bool || float_ints_.count(v.tensor))) {
+      float_ints_.insert(v.tensor);
+      return alias(node, name);
+    }
     if (from == DType::Int64 && to_int) return alias(node, name);
     if (from == DType::Int64 && (to_float || to_bool)) {
       graph::Operator o;
@@ -2314,13 +2355,18 @@ class Importer {
   // it declares one, must be ours.
   // `bool_output`: an op whose ONNX output is bool, which Tessera holds as
   // float 0/1 (IsNaN): a declared BOOL is then its float.
+  // `integer_output`: integers held as float (float_ints_): a declared
+  // integer type is then its float.
   void check_declared(const onnx::NodeProto& node, const std::string& name, const Shape& ours,
-                      bool integer_constant, bool bool_output = false) const {
+                      bool integer_constant, bool bool_output = false,
+                      bool integer_output = false) const {
     auto it = declared_.find(node.output(0));
     if (it == declared_.end() || !it->second->has_tensor_type()) return;
     const auto& tt = it->second->tensor_type();
     const bool as_float = tt.elem_type() == 0 || tt.elem_type() == onnx::TensorProto::FLOAT ||
-                          (bool_output && tt.elem_type() == onnx::TensorProto::BOOL);
+                          (bool_output && tt.elem_type() == onnx::TensorProto::BOOL) ||
+                          (integer_output && (tt.elem_type() == onnx::TensorProto::INT64 ||
+                                              tt.elem_type() == onnx::TensorProto::INT32));
     if (!integer_constant && !as_float)
       fail_node(node, name,
                 "output " + in_quotes(node.output(0)) + " is declared " +
@@ -2438,6 +2484,8 @@ class Importer {
   void emit(const onnx::NodeProto& node, const std::string& name, graph::Operator o,
             const std::vector<int>& positions, bool bool_output = false) {
     if (view_int64(node, name, o, positions)) return;
+    if (std::optional<onnx::NodeProto> r = integers_as_float(node, name, o, positions))
+      return emit(*r, name, std::move(o), positions, bool_output);
     std::vector<const Value*> ins;
     std::vector<Shape> shapes;
     bool all_constant = true;
@@ -2453,19 +2501,23 @@ class Importer {
       if (!v.constant && graph_.tensors[v.tensor].dtype != DType::Float32 &&
           !(o.type == OpType::Gather && i == 1) && o.type != OpType::Cast)
         fail_node(node, name,
-                  "reads the int64 input " + in_quotes(node.input(i)) +
-                      " as data; Tessera uses int64 inputs as Gather indices and casts them "
-                      "to float32 or bool");
+                  "reads the int64 input " + in_quotes(node.input(i)) + " as data; " +
+                      int64_coverage(o.type));
       ins.push_back(&v);
       shapes.push_back(shape_of(v));
       all_constant = all_constant && v.constant;
     }
-    // Integer constants fold (shape computations); as operands of run-time
-    // operators they are not supported.
-    if (first_integer >= 0 && !all_constant)
+    // Integer constants fold (shape computations); beside run-time integers
+    // they are taken by integers_as_float for the ops it covers, others are
+    // not supported.
+    if (first_integer >= 0 && !all_constant) {
+      for (const Value* v : ins)
+        if (!v->constant && float_ints_.count(v->tensor))
+          fail_node(node, name, "computes on int64 values at run time; " + int64_coverage(o.type));
       fail_node(node, name,
                 "reads the int64 constant " + in_quotes(node.input(first_integer)) +
                     " as data; Tessera computes in float32");
+    }
     Shape out;
     try {
       out = graph::infer_output_shape(o, shapes);
@@ -2475,7 +2527,8 @@ class Importer {
     check_onnx_inference(node, name, o, out);
     const bool float_bool =
         bool_output || o.type == OpType::IsNaN || moves_bools(o.type, ins, positions);
-    check_declared(node, name, out, first_integer >= 0, float_bool);
+    const bool float_int = integral_result(o, ins);
+    check_declared(node, name, out, first_integer >= 0, float_bool, float_int);
     const std::string& out_name = node.output(0);
     if (all_constant) {
       values_[out_name] = Value{-1, first_integer >= 0 ? fold_integers(node, name, o, ins, out)
@@ -2484,10 +2537,163 @@ class Importer {
     }
     for (const Value* v : ins) o.inputs.push_back(materialise(node, name, *v));
     const int32_t t = add_tensor(out_name, out);
+    if (o.type == OpType::ToIndex) graph_.tensors[t].dtype = DType::Int64;
     o.outputs.push_back(t);
     values_[out_name] = Value{t, nullptr};
     if (float_bool) float_bools_.insert(t);
+    if (float_int) float_ints_.insert(t);
     graph_.ops.push_back(std::move(o));
+  }
+
+  // Integer arithmetic at run time (RoBERTa's position ids: CumSum over
+  // token ids != pad, times the mask, plus pad, as Gather indices) runs in
+  // float32, exact for integers up to 2^24 (float_ints_: tensors holding
+  // them). An int64 input read by such an op is cast to float32 first (once;
+  // a view of it is cast, then viewed), int64 constants beside a run-time
+  // integer become float constants (refused past 2^24), and run-time Gather
+  // indices held as float go through ToIndex, which fails the run on a value
+  // that is not an integer within ±2^24. Returns the node with those inputs
+  // renamed, or nothing when none needs it.
+
+  static std::string int64_coverage(OpType type) {
+    return "Tessera's run-time int64 arithmetic (float32, exact to 2^24) covers Add, Sub, Mul, "
+           "Neg, Abs, Max, Min, the comparisons, Where, CumSum, casts, Gather indices and data "
+           "movement, not " +
+           std::string(graph::op_type_name(type));
+  }
+
+  static bool integer_capable(OpType type) {
+    switch (type) {
+      case OpType::Add:
+      case OpType::Sub:
+      case OpType::Mul:
+      case OpType::Neg:
+      case OpType::Abs:
+      case OpType::Max:
+      case OpType::Min:
+      case OpType::Equal:
+      case OpType::Less:
+      case OpType::LessOrEqual:
+      case OpType::Greater:
+      case OpType::GreaterOrEqual:
+      case OpType::Where:
+      case OpType::CumSum:
+      case OpType::Expand:
+      case OpType::Slice:
+      case OpType::Concat:
+      case OpType::Transpose:
+      case OpType::Gather:
+      case OpType::Reshape:  // of run-time int64 inputs: views (view_int64)
+      case OpType::Flatten:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  std::optional<onnx::NodeProto> integers_as_float(const onnx::NodeProto& node,
+                                                   const std::string& name,
+                                                   const graph::Operator& o,
+                                                   const std::vector<int>& positions) {
+    const auto runtime_int64 = [&](const Value& v) {
+      return !v.constant && graph_.tensors[v.tensor].dtype == DType::Int64;
+    };
+    const auto float_int = [&](const Value& v) {
+      return !v.constant && float_ints_.count(v.tensor);
+    };
+    const bool index_op = o.type == OpType::Gather;
+    bool integers = false, int64_constant = false;
+    for (int i : positions) {
+      const Value& v = input(node, name, i);
+      if (index_op && i == 1) continue;
+      integers = integers || runtime_int64(v) || float_int(v);
+      int64_constant = int64_constant || (v.constant && v.constant->dtype == DType::Int64 &&
+                                          !(o.type == OpType::Where && i == 0));
+    }
+    const bool float_index = index_op && positions.size() > 1 && float_int(input(node, name, 1));
+    bool int64_operand = false;
+    for (int i : positions)
+      int64_operand =
+          int64_operand || (runtime_int64(input(node, name, i)) && !(index_op && i == 1));
+    if (!float_index && !(integer_capable(o.type) && integers && (int64_operand || int64_constant)))
+      return std::nullopt;
+    onnx::NodeProto r = node;
+    for (int i : positions) {
+      const Value& v = input(node, name, i);
+      if (index_op && i == 1) {
+        if (float_int(v)) r.set_input(i, as_index(node, name, node.input(i)));
+      } else if (o.type == OpType::Where && i == 0) {
+        continue;  // the condition, already float 0/1
+      } else if (runtime_int64(v)) {
+        r.set_input(i, int64_as_float(node, name, node.input(i), v));
+      } else if (v.constant && v.constant->dtype == DType::Int64) {
+        std::vector<float> values;
+        for (int64_t x : v.constant->ints) {
+          if (x < -(int64_t{1} << 24) || x > (int64_t{1} << 24))
+            fail_node(node, name,
+                      "the int64 constant " + in_quotes(node.input(i)) + " holds " +
+                          std::to_string(x) +
+                          "; Tessera's run-time integer arithmetic is float32, exact to 2^24");
+          values.push_back(static_cast<float>(x));
+        }
+        r.set_input(
+            i, float_constant(node.input(i) + ".as_float", v.constant->shape, std::move(values)));
+      }
+    }
+    return r;
+  }
+
+  // Whether op `o` over `ins` gives integers held as float (float_ints_): an
+  // integer op whose run-time operands hold integers (or bools), one of them
+  // integers, and whose constants are whole numbers.
+  bool integral_result(const graph::Operator& o, const std::vector<const Value*>& ins) const {
+    if (!integer_capable(o.type) || o.type == OpType::Equal || o.type == OpType::Less ||
+        o.type == OpType::LessOrEqual || o.type == OpType::Greater ||
+        o.type == OpType::GreaterOrEqual)
+      return false;
+    bool any_integers = false;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      const Value& v = *ins[k];
+      if (o.type == OpType::Where && k == 0) continue;
+      if (v.constant) {
+        for (float x : v.constant->floats)
+          if (x != std::trunc(x)) return false;
+      } else if (float_ints_.count(v.tensor)) {
+        any_integers = true;
+      } else if (!float_bools_.count(v.tensor)) {
+        return false;
+      }
+    }
+    return any_integers;
+  }
+
+  // The float32 copy of int64 input value `v` (named `value`), cast once.
+  std::string int64_as_float(const onnx::NodeProto& node, const std::string& name,
+                             const std::string& value, const Value& v) {
+    const std::string key = value + "/as_float";
+    if (values_.count(key)) return key;
+    const std::string whole = unused_name(value + "/unviewed");
+    values_[whole] = Value{v.tensor, nullptr, nullptr};
+    graph::Operator o;
+    o.name = key;
+    o.type = OpType::Cast;
+    const std::string cast = v.int64_view ? unused_name(key + "/unviewed") : key;
+    emit_part(node, name, std::move(o), {whole}, cast);
+    if (v.int64_view) emit_reshape(node, name, cast, key, *v.int64_view);
+    float_ints_.insert(values_.at(key).tensor);
+    return key;
+  }
+
+  // The int64 Gather indices of the float integers named `value`, once.
+  std::string as_index(const onnx::NodeProto& node, const std::string& name,
+                       const std::string& value) {
+    const std::string key = value + "/as_index";
+    if (values_.count(key)) return key;
+    graph::Operator o;
+    o.name = key;
+    o.type = OpType::ToIndex;
+    emit_part(node, name, std::move(o), {value}, key);
+    return key;
   }
 
   // Whether `type` only moves its data input's elements (Gather's indices
@@ -2662,6 +2868,8 @@ class Importer {
   // Activations that hold bools as float 0/1 (IsNaN's outputs): Where may
   // take them as its condition.
   std::unordered_set<int32_t> float_bools_;
+  // Activations that hold integers as float32 (integers_as_float).
+  std::unordered_set<int32_t> float_ints_;
 };
 
 std::string dims_text(const std::vector<int64_t>& dims) {

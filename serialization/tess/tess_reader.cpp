@@ -120,6 +120,8 @@ InputBounds input_bounds(graph::OpType type) {
     case OpType::Sign:
     case OpType::IsNaN:
     case OpType::Cast:
+    case OpType::ToIndex:
+    case OpType::CumSum:
     case OpType::Pad:
     case OpType::Resize:
       return {1, 1};

@@ -660,6 +660,38 @@ def gen_runtime_compare(rng, idx):
   return case(b, name, [chosen, as_float], int(rng.choice([13, 17, 19])))
 
 
+def gen_int_arithmetic(rng, idx):
+  """Integer arithmetic on int64 token ids at run time, ending in Gather indices: RoBERTa's
+  position ids, CumSum(ids != pad) * mask + pad (idx % 3 == 0); ids shifted and clamped with
+  Where, Sub, Max, Min and Greater (1); a view of the ids compared, and Slice + Add (2)."""
+  b = gm.GraphBuilder(rng)
+  batch, seq, vocab, pad = int(rng.integers(1, 3)), int(rng.integers(3, 12)), 40, 1
+  ids = int_input(b, [batch, seq], vocab, "input_ids")
+  b.input_values[ids][:, seq - int(rng.integers(0, seq)):] = pad
+  form = idx % 3
+  table = b.weight([vocab + pad + 1, 8], fan_in=1)
+  if form == 0:
+    mask = b.node("Cast", [b.node("Not", [b.node("Equal", [ids, i64(b, pad)])])],
+                  to=TensorProto.INT32)
+    running = b.node("CumSum", [mask, const(b, np.array(1, np.int32), "axis")])
+    pos = b.node("Add", [b.node("Cast", [b.node("Mul", [running, mask])], to=TensorProto.INT64),
+                         i64(b, pad)])
+    extra = b.node("Cast", [pos], to=TensorProto.FLOAT)
+  elif form == 1:
+    shifted = b.node("Sub", [ids, i64(b, 20)])
+    pos = b.node("Where", [b.node("Greater", [ids, i64(b, 20)]), shifted,
+                           b.node("Max", [ids, i64(b, 3)])])
+    pos = b.node("Min", [pos, i64(b, vocab - 1)])
+    extra = b.node("Cast", [b.node("Less", [pos, i64(b, 10)])], to=TensorProto.FLOAT)
+  else:
+    view = unsqueeze(b, ids, [2], 17)
+    extra = b.node("Cast", [b.node("Equal", [view, i64(b, pad)])], to=TensorProto.FLOAT)
+    pos = b.node("Add", [b.node("Slice", [ids, i64(b, [1]), i64(b, [seq]), i64(b, [1])]),
+                         i64(b, 1)])
+  y = b.node("Gather", [table, pos], axis=0)
+  return case(b, f"int_arithmetic_{idx}_form{form}_n{batch}s{seq}", [y, extra], 17)
+
+
 SINGLE_OPS = [
     (gen_transpose, 4),
     (gen_gather, 8),
@@ -687,6 +719,7 @@ SINGLE_OPS = [
     (gen_nan_guard, 3),
     (gen_runtime_mask, 8),
     (gen_runtime_compare, 10),
+    (gen_int_arithmetic, 6),
 ]
 
 

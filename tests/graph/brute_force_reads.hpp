@@ -304,8 +304,15 @@ inline void brute_force_reads(const Operator& op, const std::vector<Shape>& in, 
     case OpType::Sign:
     case OpType::IsNaN:
     case OpType::Cast:
+    case OpType::ToIndex:
       read(0, o);
       break;
+    case OpType::CumSum: {  // the line along the axis up to o
+      Coord i = o;
+      const auto axis = static_cast<size_t>(a.axis);
+      for (i[axis] = 0; i[axis] <= o[axis]; ++i[axis]) read(0, i);
+      break;
+    } break;
     case OpType::Equal:
     case OpType::Less:
     case OpType::LessOrEqual:

@@ -294,6 +294,13 @@ inline OpCase random_op(std::mt19937& rng, OpType type) {
       case OpType::IsNaN:
         c.in = {random_shape(rng, 1, 4, 5)};
         break;
+      case OpType::ToIndex:  // an int64 output
+        c.in = {random_shape(rng, 1, 4, 5)};
+        break;
+      case OpType::CumSum:
+        c.in = {random_shape(rng, 1, 4, 5)};
+        a.axis = rnd(rng, 0, static_cast<int64_t>(c.in[0].size()) - 1);
+        break;
       case OpType::Cast:  // an int64 operand
         c.in = {random_shape(rng, 1, 4, 5)};
         a.cast_to_bool = rnd(rng, 0, 1);
@@ -419,7 +426,9 @@ inline const std::vector<OpType>& all_op_types() {
                                             OpType::Floor,
                                             OpType::Ceil,
                                             OpType::Round,
-                                            OpType::Sign};
+                                            OpType::Sign,
+                                            OpType::CumSum,
+                                            OpType::ToIndex};
   return types;
 }
 

@@ -74,9 +74,11 @@ void random_epilogue(std::mt19937& rng, Operator& op) {
   }
 }
 
-// Run-time Gather indices and Cast's input are int64, not float tensors.
+// Run-time Gather indices, Cast's input and ToIndex's output are int64, not
+// float tensors.
 bool has_integer_operand(const OpCase& c) {
-  return (c.op.type == OpType::Gather && c.in.size() > 1) || c.op.type == OpType::Cast;
+  return (c.op.type == OpType::Gather && c.in.size() > 1) || c.op.type == OpType::Cast ||
+         c.op.type == OpType::ToIndex;
 }
 
 const std::vector<OpType> kRuleTypes = {OpType::Conv,

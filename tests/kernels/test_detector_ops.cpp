@@ -125,6 +125,71 @@ TEST_CASE("Cast of an int64 tensor: its value, or 1 / 0 for non-zero / zero; til
   }
 }
 
+TEST_CASE("CumSum: running sums along any axis vs naive; tiling") {
+  for (int trial = 0; trial < 80; ++trial) {
+    const uint64_t seed = base_seed() + 21700 + trial;
+    INFO("seed " << seed);
+    Rng rng(seed);
+    graph::Operator op = make_op(OpType::CumSum);
+    const Shape shape = random_shape(rng, 1, 4);
+    op.attrs.axis = rng.uniform(0, static_cast<int64_t>(shape.size()) - 1);
+    const Tensor x = random_tensor(shape, rng);
+    const std::vector<int64_t> strides = graph::shape_strides(shape);
+    const auto axis = static_cast<size_t>(op.attrs.axis);
+    std::vector<double> expected;
+    for (int64_t f = 0; f < graph::shape_numel(shape); ++f) {
+      const auto index = unravel(f, shape);
+      double sum = 0;
+      for (int64_t i = 0; i <= index[axis]; ++i)
+        sum += x.data[static_cast<size_t>(f - (index[axis] - i) * strides[axis])];
+      expected.push_back(sum);
+    }
+    check_kernel(op, {x}, shape, expected, rng);
+  }
+}
+
+TEST_CASE("ToIndex: float integers to int64, tiled; fractions and values past 2^24 fail") {
+  const TileKernel kernel = find_tile_kernel(OpType::ToIndex, "reference");
+  REQUIRE(static_cast<bool>(kernel));
+  graph::Operator op = make_op(OpType::ToIndex);
+  for (int trial = 0; trial < 40; ++trial) {
+    Rng rng(base_seed() + 21800 + trial);
+    const Shape shape = random_shape(rng, 1, 4);
+    Tensor x = random_tensor(shape, rng);
+    for (float& v : x.data) v = std::round(v * 1000);  // -0 too
+    if (trial == 0) x.data[0] = 16777216.0f;           // 2^24, the largest accepted
+    const std::vector<Tensor> inputs{x};               // views() points into it
+    const std::vector<ConstTensorView> in = views(inputs);
+    std::vector<int64_t> out(x.data.size(), -7);
+    for (const Region& region : random_tiling(shape, rng)) {
+      TileArgs args;
+      args.op = &op;
+      args.inputs = in.data();
+      args.input_count = 1;
+      args.output = {reinterpret_cast<float*>(out.data()), &shape};
+      args.region = &region;
+      kernel(args);
+    }
+    for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == static_cast<int64_t>(x.data[i]));
+  }
+  for (float bad : {0.5f, 16777218.0f, -16777218.0f, std::nanf(""), INFINITY}) {
+    CAPTURE(bad);
+    const Shape shape{2};
+    const std::vector<Tensor> inputs{Tensor{shape, {1.0f, bad}}};
+    const std::vector<ConstTensorView> in = views(inputs);
+    std::vector<int64_t> out(2);
+    const Region whole = Region::whole(shape);
+    TileArgs args;
+    args.op = &op;
+    args.inputs = in.data();
+    args.input_count = 1;
+    args.output = {reinterpret_cast<float*>(out.data()), &shape};
+    args.region = &whole;
+    CHECK_THROWS_WITH_AS(kernel(args), doctest::Contains("is not an integer within +-2^24"),
+                         tessera::Error);
+  }
+}
+
 TEST_CASE("Max, Min: broadcasting vs naive, NaN propagates; tiling") {
   for (int trial = 0; trial < 100; ++trial) {
     const uint64_t seed = base_seed() + 22000 + trial;

@@ -67,7 +67,8 @@ OTHER_DOMAIN = re.compile(r"the model imports no opset of the default ONNX domai
 # Tessera's activations are float32 (DESIGN.md); other element types are not claimed.
 UNSUPPORTED_DTYPE = re.compile(
     r"has type (\w+); Tessera needs float32|reads the (int64) input '[^']*' as data|"
-    r"reads '[^']*', an (int64) input viewed with another shape")
+    r"reads '[^']*', an (int64) input viewed with another shape|computes on (int64) values at run "
+    r"time")
 # What adapt() answers: an operand the compiler needs as a constant, a training-only output.
 CONSTANT_OPERAND = re.compile(r"input '([^']+)'\)? must be an? (?:\w+ )?constant")
 # An empty int64 input (the axes of a reduction over its default axes) has no --shape value.

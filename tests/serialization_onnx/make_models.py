@@ -591,3 +591,28 @@ m = model("fold_trig",
 write_expect("fold_trig", folded=run_ort(m, {"x": np.zeros(82, np.float32)})[0])
 model("sin_runtime", [helper.make_node("Sin", ["x"], ["y"], name="sin_rt")],
       [vi("x", [3])], [vi("y", None)])
+
+# RoBERTa's position ids from its token ids (int64 arithmetic at run time, in float32): Equal,
+# Not, Cast to int32, CumSum, Mul, Cast to int64, Add, then Gather indices (ToIndex).
+model("position_ids",
+      [helper.make_node("Equal", ["ids", "pad"], ["is_pad"]),
+       helper.make_node("Not", ["is_pad"], ["keep"]),
+       helper.make_node("Cast", ["keep"], ["mask"], to=TensorProto.INT32),
+       helper.make_node("CumSum", ["mask", "axis"], ["run"]),
+       helper.make_node("Mul", ["run", "mask"], ["masked"]),
+       helper.make_node("Cast", ["masked"], ["pos64"], to=I64),
+       helper.make_node("Add", ["pos64", "pad"], ["pos"]),
+       helper.make_node("Gather", ["table", "pos"], ["y"], name="positions")],
+      [vi("ids", [2, 5], I64)], [vi("y", None)],
+      [i64("pad", 1), init("axis", np.array(1, np.int32)), init("table", rand(8, 4))])
+model("int_div_runtime",
+      [helper.make_node("Div", ["ids", "two"], ["half"], name="halve"),
+       helper.make_node("Gather", ["table", "half"], ["y"])],
+      [vi("ids", [3], I64)], [vi("y", None)], [i64("two", 2), init("table", rand(8, 4))])
+model("int_constant_too_big",
+      [helper.make_node("Add", ["ids", "big"], ["shifted"], name="shift"),
+       helper.make_node("Gather", ["table", "shifted"], ["y"])],
+      [vi("ids", [3], I64)], [vi("y", None)], [i64("big", 2**30), init("table", rand(8, 4))])
+model("cumsum_exclusive",
+      [helper.make_node("CumSum", ["x", "axis"], ["y"], name="cs", exclusive=1)],
+      [vi("x", [2, 3])], [vi("y", None)], [i64("axis", 0)])

@@ -496,8 +496,8 @@ TEST_CASE("Static shapes, float32 activations and opsets 11..28 are required") {
                  "node 'ap_dil' (op 'AveragePool', opset 19): attribute 'dilations' other than 1 "
                  "is not supported"));
   CHECK(contains(import_error("int_input"),
-                 "reads the int64 input 'x' as data; Tessera uses int64 inputs as Gather "
-                 "indices and casts them to float32 or bool"));
+                 "node 'Relu_0' (op 'Relu', opset 13): reads the int64 input 'x' as data; "
+                 "Tessera's run-time int64 arithmetic (float32, exact to 2^24) covers"));
 }
 
 TEST_CASE("Unsupported attribute values and non-constant operands are refused") {
@@ -673,6 +673,29 @@ TEST_CASE("A run-time attention mask: a viewed int64 input cast to bool, Not, Wh
   CHECK(g.ops[2].type == OpType::Sub);
   CHECK(g.ops[3].type == OpType::Where);
   CHECK(g.ops[4].type == OpType::Add);
+}
+
+TEST_CASE("Integer arithmetic on int64 inputs runs in float32 and ends in checked indices") {
+  // RoBERTa's position ids: the ids cast once, the int64 constant as float,
+  // bools as integers (Cast to int32 keeps the tensor), Gather's indices
+  // through ToIndex.
+  const Graph g = load("position_ids");
+  std::vector<OpType> types;
+  for (const Operator& op : g.ops) types.push_back(op.type);
+  CHECK(types == std::vector<OpType>{OpType::Cast, OpType::Equal, OpType::Sub, OpType::CumSum,
+                                     OpType::Mul, OpType::Add, OpType::ToIndex, OpType::Gather});
+  CHECK_FALSE(g.ops[0].attrs.cast_to_bool);
+  CHECK(g.ops[3].attrs.axis == 1);
+  CHECK(g.tensors[g.ops[6].outputs[0]].dtype == tessera::graph::DType::Int64);
+  CHECK(g.ops[7].inputs[1] == g.ops[6].outputs[0]);
+  CHECK(contains(import_error("int_div_runtime"),
+                 "node 'halve' (op 'Div', opset 13): reads the int64 input 'ids' as data; "
+                 "Tessera's run-time int64 arithmetic (float32, exact to 2^24) covers"));
+  CHECK(contains(import_error("int_constant_too_big"),
+                 "node 'shift' (op 'Add', opset 13): the int64 constant 'big' holds 1073741824"));
+  CHECK(contains(import_error("cumsum_exclusive"),
+                 "node 'cs' (op 'CumSum', opset 13): exclusive and reverse sums are not "
+                 "supported"));
 }
 
 TEST_CASE("Split becomes one Slice per output: attribute, input and num_outputs forms") {

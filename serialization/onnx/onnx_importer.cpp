@@ -61,7 +61,8 @@ struct Value {
   std::shared_ptr<Constant> constant;
   // An int64 model input viewed with another shape (Hugging Face 4.x's
   // attention_mask[:, None, None, :]): the view's shape. No op is emitted
-  // for the view; a Cast of it casts the input and reshapes the result.
+  // for the view; a Cast of it, or the float copy integer arithmetic reads
+  // (integers_as_float), casts the input and reshapes the result.
   std::shared_ptr<const Shape> int64_view = nullptr;
 };
 
@@ -2459,7 +2460,7 @@ class Importer {
 
   // A Reshape or Flatten of an int64 model input: the same tensor where the
   // shape is its own (GPT-2's exported `input_ids.view(-1, seq)`: still Gather
-  // indices), otherwise a view of it (Value::int64_view) that only Cast reads.
+  // indices), otherwise a view of it (Value::int64_view) that casts read.
   // False for any other op.
   bool view_int64(const onnx::NodeProto& node, const std::string& name, const graph::Operator& o,
                   const std::vector<int>& positions) {
@@ -2495,9 +2496,8 @@ class Importer {
       if (v.constant && v.constant->dtype != DType::Float32 && first_integer < 0) first_integer = i;
       if (v.int64_view)
         fail_node(node, name,
-                  "reads " + in_quotes(node.input(i)) +
-                      ", an int64 input viewed with another shape; Tessera casts such views to "
-                      "float32 or bool, and reads Gather indices in the input's own shape");
+                  "reads " + in_quotes(node.input(i)) + ", an int64 input viewed with another " +
+                      "shape; " + int64_coverage(o.type));
       if (!v.constant && graph_.tensors[v.tensor].dtype != DType::Float32 &&
           !(o.type == OpType::Gather && i == 1) && o.type != OpType::Cast)
         fail_node(node, name,
@@ -2602,19 +2602,20 @@ class Importer {
       return !v.constant && float_ints_.count(v.tensor);
     };
     const bool index_op = o.type == OpType::Gather;
-    bool integers = false, int64_constant = false;
+    // What needs changing: a run-time int64 operand, an int64 constant beside
+    // run-time integers, or Gather indices held as float.
+    bool integers = false, int64_operand = false, int64_constant = false, float_index = false;
     for (int i : positions) {
       const Value& v = input(node, name, i);
-      if (index_op && i == 1) continue;
+      if (index_op && i == 1) {
+        float_index = float_int(v) || v.int64_view;
+        continue;
+      }
       integers = integers || runtime_int64(v) || float_int(v);
+      int64_operand = int64_operand || runtime_int64(v);
       int64_constant = int64_constant || (v.constant && v.constant->dtype == DType::Int64 &&
                                           !(o.type == OpType::Where && i == 0));
     }
-    const bool float_index = index_op && positions.size() > 1 && float_int(input(node, name, 1));
-    bool int64_operand = false;
-    for (int i : positions)
-      int64_operand =
-          int64_operand || (runtime_int64(input(node, name, i)) && !(index_op && i == 1));
     if (!float_index && !(integer_capable(o.type) && integers && (int64_operand || int64_constant)))
       return std::nullopt;
     onnx::NodeProto r = node;
@@ -2622,6 +2623,9 @@ class Importer {
       const Value& v = input(node, name, i);
       if (index_op && i == 1) {
         if (float_int(v)) r.set_input(i, as_index(node, name, node.input(i)));
+        // Token ids viewed with another shape: as float integers, then indices.
+        if (v.int64_view)
+          r.set_input(i, as_index(node, name, int64_as_float(node, name, node.input(i), v)));
       } else if (o.type == OpType::Where && i == 0) {
         continue;  // the condition, already float 0/1
       } else if (runtime_int64(v)) {

@@ -663,7 +663,8 @@ def gen_runtime_compare(rng, idx):
 def gen_int_arithmetic(rng, idx):
   """Integer arithmetic on int64 token ids at run time, ending in Gather indices: RoBERTa's
   position ids, CumSum(ids != pad) * mask + pad (idx % 3 == 0); ids shifted and clamped with
-  Where, Sub, Max, Min and Greater (1); a view of the ids compared, and Slice + Add (2)."""
+  Where, Sub, Max, Min and Greater (1); a view of the ids compared and gathered with, and
+  Slice + Add (2)."""
   b = gm.GraphBuilder(rng)
   batch, seq, vocab, pad = int(rng.integers(1, 3)), int(rng.integers(3, 12)), 40, 1
   ids = int_input(b, [batch, seq], vocab, "input_ids")
@@ -689,7 +690,10 @@ def gen_int_arithmetic(rng, idx):
     pos = b.node("Add", [b.node("Slice", [ids, i64(b, [1]), i64(b, [seq]), i64(b, [1])]),
                          i64(b, 1)])
   y = b.node("Gather", [table, pos], axis=0)
-  return case(b, f"int_arithmetic_{idx}_form{form}_n{batch}s{seq}", [y, extra], 17)
+  outputs = [y, extra]
+  if form == 2:  # the view itself as Gather indices
+    outputs.append(b.node("Gather", [table, view], axis=0))
+  return case(b, f"int_arithmetic_{idx}_form{form}_n{batch}s{seq}", outputs, 17)
 
 
 SINGLE_OPS = [

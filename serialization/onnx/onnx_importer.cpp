@@ -1863,6 +1863,23 @@ class Importer {
       float_ints_.insert(v.tensor);
       return alias(node, name);
     }
+    // Float32 to bool: 1 - (x == 0), so NaN is true as ONNX casts it
+    // (DeBERTa-v2's attention mask).
+    if (from == DType::Float32 && to_bool) {
+      const std::string& out = node.output(0);
+      const std::string zero = unused_name(out + "/is_zero");
+      graph::Operator equal;
+      equal.name = zero;
+      equal.type = OpType::Equal;
+      emit_part(node, name, std::move(equal),
+                {node.input(0), float_constant(out + "/zero", {}, {0.0f})}, zero,
+                /*bool_output=*/true);
+      graph::Operator negate;
+      negate.name = name;
+      negate.type = OpType::Sub;
+      return emit_part(node, name, std::move(negate),
+                       {float_constant(out + "/one", {}, {1.0f}), zero}, out, /*bool_output=*/true);
+    }
     if (from == DType::Int64 && to_int) return alias(node, name);
     if (from == DType::Int64 && (to_float || to_bool)) {
       graph::Operator o;
@@ -1881,8 +1898,8 @@ class Importer {
               "casts the computed tensor " + in_quotes(node.input(0)) + " (" +
                   std::string(from_bool ? "bool" : graph::dtype_name(from)) + ") to " +
                   type_name(static_cast<int32_t>(to)) +
-                  "; at run time Tessera casts float32 and bool to float32, int64 to float32 or "
-                  "bool, and bool to bool");
+                  "; at run time Tessera casts float32 and bool to float32 or bool, int64 to "
+                  "float32 or bool, and bools and integers held as float to integer types");
   }
 
   // Unsqueeze and Squeeze only change the shape: a constant gets the new

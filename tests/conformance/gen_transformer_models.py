@@ -656,8 +656,10 @@ def gen_runtime_compare(rng, idx):
   condition = b.node(op, [x, y])
   chosen = b.node("Where", [condition, f32(b, 1.5), b.node("Neg", [y])])
   as_float = b.node("Cast", [condition], to=TensorProto.FLOAT)
+  # X to bool and back: zeros false, NaN and everything else true.
+  nonzero = b.node("Cast", [b.node("Cast", [x], to=TensorProto.BOOL)], to=TensorProto.FLOAT)
   name = f"runtime_compare_{idx}_{op}_{shape_tag(shape)}"
-  return case(b, name, [chosen, as_float], int(rng.choice([13, 17, 19])))
+  return case(b, name, [chosen, as_float, nonzero], int(rng.choice([13, 17, 19])))
 
 
 def gen_int_arithmetic(rng, idx):

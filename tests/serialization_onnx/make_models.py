@@ -427,8 +427,9 @@ model("cast_activation",
       [helper.make_node("Cast", ["x"], ["y"], name="cast_int", to=I64)],
       [vi("x", [2])], [vi("y", None, I64)])
 model("cast_float_to_bool",
-      [helper.make_node("Cast", ["x"], ["y"], name="cast_fb", to=TensorProto.BOOL)],
-      [vi("x", [2])], [vi("y", None, TensorProto.BOOL)])
+      [helper.make_node("Cast", ["x"], ["b"], name="cast_fb", to=TensorProto.BOOL),
+       helper.make_node("Cast", ["b"], ["y"], name="back", to=TensorProto.FLOAT)],
+      [vi("x", [2])], [vi("y", None)])
 # An attention_mask as Hugging Face 4.x reads it: mask[:, None, None, :] (a view of the int64
 # input) cast to bool, negated, then an additive -inf where masked.
 model("runtime_mask",

@@ -1738,11 +1738,9 @@ class Importer {
     std::vector<std::string> operands;
     for (int i = 0; i < (unary ? 1 : 2); ++i) operands.push_back(bool_operand(node, name, i));
     const std::string& out = node.output(0);
-    auto part = [&](OpType type, std::vector<std::string> inputs, const std::string& result) {
-      graph::Operator o;
-      o.name = result == out ? name : result;
-      o.type = type;
-      emit_part(node, name, std::move(o), inputs, result, result == out);
+    auto part = [&](OpType type, const std::vector<std::string>& inputs,
+                    const std::string& result) {
+      emit_plain(node, name, type, inputs, result, result == out ? name : result, result == out);
     };
     if (op == "And") return part(OpType::Mul, operands, out);
     if (op == "Or") return part(OpType::Max, operands, out);
@@ -1868,17 +1866,11 @@ class Importer {
     if (from == DType::Float32 && to_bool) {
       const std::string& out = node.output(0);
       const std::string zero = unused_name(out + "/is_zero");
-      graph::Operator equal;
-      equal.name = zero;
-      equal.type = OpType::Equal;
-      emit_part(node, name, std::move(equal),
-                {node.input(0), float_constant(out + "/zero", {}, {0.0f})}, zero,
-                /*bool_output=*/true);
-      graph::Operator negate;
-      negate.name = name;
-      negate.type = OpType::Sub;
-      return emit_part(node, name, std::move(negate),
-                       {float_constant(out + "/one", {}, {1.0f}), zero}, out, /*bool_output=*/true);
+      emit_plain(node, name, OpType::Equal,
+                 {node.input(0), float_constant(out + "/zero", {}, {0.0f})}, zero, zero,
+                 /*bool_output=*/true);
+      return emit_plain(node, name, OpType::Sub, {float_constant(out + "/one", {}, {1.0f}), zero},
+                        out, name, /*bool_output=*/true);
     }
     if (from == DType::Int64 && to_int) return alias(node, name);
     if (from == DType::Int64 && (to_float || to_bool)) {
@@ -1976,6 +1968,16 @@ class Importer {
     }
     part.add_output(out);
     emit(part, name, std::move(o), positions, bool_output);
+  }
+
+  // emit_part for an op without attributes, named `op_name`.
+  void emit_plain(const onnx::NodeProto& node, const std::string& name, OpType type,
+                  const std::vector<std::string>& inputs, const std::string& out,
+                  const std::string& op_name, bool bool_output = false) {
+    graph::Operator o;
+    o.name = op_name;
+    o.type = type;
+    emit_part(node, name, std::move(o), inputs, out, bool_output);
   }
 
   // 1-D Conv, ConvTranspose, MaxPool and AveragePool (3-D X [N, C, L]: audio
@@ -2695,11 +2697,8 @@ class Importer {
     if (values_.count(key)) return key;
     const std::string whole = unused_name(value + "/unviewed");
     values_[whole] = Value{v.tensor, nullptr, nullptr};
-    graph::Operator o;
-    o.name = key;
-    o.type = OpType::Cast;
     const std::string cast = v.int64_view ? unused_name(key + "/unviewed") : key;
-    emit_part(node, name, std::move(o), {whole}, cast);
+    emit_plain(node, name, OpType::Cast, {whole}, cast, key);
     if (v.int64_view) emit_reshape(node, name, cast, key, *v.int64_view);
     float_ints_.insert(values_.at(key).tensor);
     return key;
@@ -2710,10 +2709,7 @@ class Importer {
                        const std::string& value) {
     const std::string key = value + "/as_index";
     if (values_.count(key)) return key;
-    graph::Operator o;
-    o.name = key;
-    o.type = OpType::ToIndex;
-    emit_part(node, name, std::move(o), {value}, key);
+    emit_plain(node, name, OpType::ToIndex, {value}, key, key);
     return key;
   }
 

@@ -215,11 +215,12 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
   std::vector<FoldedBatchNorm> folds = fold_batch_norms(graph);
   // Bias first (the GELU's input is then the MatMul's output, and the Gelu
   // op it becomes fuses into that MatMul's epilogue in fuse_activations).
-  std::vector<RewrittenPattern> biases, gelus, layer_norms;
+  std::vector<RewrittenPattern> biases, gelus, layer_norms, rms_norms;
   if (options.fuse_patterns) {
     biases = fuse_matmul_bias(graph);
     gelus = fuse_gelu(graph);
     layer_norms = fuse_layer_norm(graph);
+    rms_norms = fuse_rms_norm(graph);
   }
   // Residual Adds first: a Relu after the Add then fuses into the same Conv.
   std::vector<FusedResidual> residuals;
@@ -315,8 +316,8 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       for (const FoldedBatchNorm& f : folds)
         if (f.conv == op.name) r.note = "BatchNormalization '" + f.batch_norm + "' folded in";
       for (const std::vector<RewrittenPattern>* passes :
-           {&biases, &gelus, &layer_norms, &silus, &scales, &softmax_inputs, &expansions,
-            &attentions})
+           {&biases, &gelus, &layer_norms, &rms_norms, &silus, &scales, &softmax_inputs,
+            &expansions, &attentions})
         for (const RewrittenPattern& f : *passes)
           if (f.op == op.name) r.note += (r.note.empty() ? "" : "; ") + f.removed + " fused in";
       for (const RewrittenPattern& f : pool_splits)
@@ -357,6 +358,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     summarize(biases, "bias Add(s) fused into MatMul epilogues");
     summarize(gelus, "GELU chain(s) replaced by Gelu");
     summarize(layer_norms, "decomposed LayerNorm(s) replaced by LayerNormalization");
+    summarize(rms_norms, "decomposed RMSNorm(s) replaced by RMSNormalization");
     summarize(silus, "SiLU(s) Mul(x, Sigmoid(x)) fused into epilogues");
     summarize(scales, "channel scale Mul(s) (squeeze-and-excitation) fused into 1x1 Convs");
     summarize(softmax_inputs, "attention scale/mask Mul/Add(s) fused into Softmax");

@@ -114,4 +114,71 @@ std::vector<RewrittenPattern> fuse_layer_norm(Graph& graph) {
   return fused;
 }
 
+std::vector<RewrittenPattern> fuse_rms_norm(Graph& graph) {
+  GraphUses uses(graph);
+  std::vector<RewrittenPattern> fused;
+  std::vector<bool> removed(graph.ops.size(), false);
+  auto producer_index = [&](int32_t t) { return uses.producer[static_cast<size_t>(t)]; };
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    // Matched from the end: y = Mul(Mul(x, r), w).
+    const Operator& root = graph.ops[i];
+    if (root.type != OpType::Mul || root.inputs.size() != 2) continue;
+    for (size_t kw = 0; kw < 2; ++kw) {
+      std::vector<int32_t> chain;  // the ops removed on success
+      auto take = [&](int32_t t, OpType type) -> const Operator* {
+        const Operator* op = uses.only_use(graph, t, type);
+        if (op) chain.push_back(producer_index(t));
+        return op;
+      };
+      const int32_t w = root.inputs[kw];
+      const Operator* normed = take(root.inputs[1 - kw], OpType::Mul);
+      if (!normed || !graph.tensors[static_cast<size_t>(w)].is_weight) continue;
+      for (size_t kx = 0; kx < 2; ++kx) {
+        chain.resize(1);
+        const int32_t x = normed->inputs[kx];
+        const int32_t r = normed->inputs[1 - kx];
+        // r = Div(1, Sqrt(..)) or Reciprocal(Sqrt(..)).
+        const int32_t r_op = producer_index(r);
+        if (r_op < 0 || uses.consumers[static_cast<size_t>(r)] != 1) continue;
+        const Operator& inverse = graph.ops[static_cast<size_t>(r_op)];
+        const bool is_div = inverse.type == OpType::Div && inverse.inputs.size() == 2 &&
+                            is_constant_near(graph, inverse.inputs[0], 1.0f, 0.0f);
+        if (!is_div && inverse.type != OpType::Reciprocal) continue;
+        chain.push_back(r_op);
+        const Operator* sqrt = take(inverse.inputs[is_div ? 1 : 0], OpType::Sqrt);
+        const Operator* add_eps = sqrt ? take(sqrt->inputs[0], OpType::Add) : nullptr;
+        if (!add_eps) continue;
+        const size_t ke = graph.tensors[static_cast<size_t>(add_eps->inputs[1])].is_weight ? 1 : 0;
+        const TensorInfo& eps_info = graph.tensors[static_cast<size_t>(add_eps->inputs[ke])];
+        if (!eps_info.is_weight || eps_info.weight.size() != 1 || !(eps_info.weight[0] > 0.0f))
+          continue;
+        const Operator* mean = take(add_eps->inputs[1 - ke], OpType::ReduceMean);
+        if (!mean || !reduces_last_axis(graph, *mean)) continue;
+        const Operator* square = take(mean->inputs[0], OpType::Pow);
+        if (!square || square->inputs[0] != x || !is_constant_near(graph, square->inputs[1], 2.0f))
+          continue;
+        const Shape x_shape = graph.tensors[static_cast<size_t>(x)].shape;  // as_vector may grow
+        if (graph.tensors[static_cast<size_t>(x)].is_weight || x_shape.empty() ||
+            graph.tensors[static_cast<size_t>(root.outputs[0])].shape != x_shape)
+          continue;
+        const float epsilon = eps_info.weight[0];
+        const int32_t w_vec = as_vector(graph, w, x_shape.back(), uses);
+        if (w_vec < 0) continue;
+        for (int32_t op : chain) removed[static_cast<size_t>(op)] = true;
+        Operator& rms = graph.ops[i];
+        rms.type = OpType::RMSNormalization;
+        rms.attrs = OpAttributes{};
+        rms.attrs.axis = static_cast<int64_t>(x_shape.size()) - 1;
+        rms.attrs.epsilon = epsilon;
+        rms.inputs = {x, w_vec};
+        fused.push_back({rms.name, std::to_string(chain.size() + 1) + " ops of an RMSNorm"});
+        kw = 2;  // done with this root
+        break;
+      }
+    }
+  }
+  erase_ops(graph, removed);
+  return fused;
+}
+
 }  // namespace tessera::graph

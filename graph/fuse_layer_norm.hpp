@@ -23,4 +23,15 @@ namespace tessera::graph {
 // its name and output; gamma and beta are reshaped copies when not [H].
 std::vector<RewrittenPattern> fuse_layer_norm(Graph& graph);
 
+// Decomposed RMSNorm (Hugging Face's Llama, Mistral, Qwen2, T5 export it as
+//   r = Div(1, Sqrt(Add(ReduceMean(Pow(x, 2), last axis), eps))) | Reciprocal(Sqrt(...))
+//   y = Mul(Mul(x, r), w)
+// ) becomes RMSNormalization(x, w, axis = -1, epsilon = eps), under the same
+// conditions as fuse_layer_norm: x (kept: the residual stream, read by
+// others too) read by the Pow and the first Mul, every value of the chain
+// after it read once and not a graph output, eps > 0
+// and 2 one-element constants, w a constant [H] or [1, .., 1, H], commuted
+// Mul operands accepted. The final Mul becomes the RMSNormalization.
+std::vector<RewrittenPattern> fuse_rms_norm(Graph& graph);
+
 }  // namespace tessera::graph

@@ -168,6 +168,8 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::Softmax, "cpu.softmax", cpu::softmax, nullptr, cpu::softmax_applies, 10},
     {OpType::LayerNormalization, "cpu.layer_norm", cpu::layer_norm, nullptr,
      cpu::layer_norm_applies, 10},
+    {OpType::RMSNormalization, "cpu.layer_norm", cpu::layer_norm, nullptr, cpu::layer_norm_applies,
+     10},
     {OpType::Transpose, "cpu.transpose", cpu::transpose, nullptr, cpu::transpose_applies, 10},
     {OpType::Slice, "cpu.slice", cpu::slice, nullptr, cpu::slice_applies, 10},
     {OpType::Concat, "cpu.concat", cpu::concat, nullptr, cpu::concat_applies, 10, kAnyLayout},

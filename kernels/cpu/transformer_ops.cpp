@@ -211,10 +211,11 @@ void softmax(const TileArgs& args) {
 
 std::optional<std::string> layer_norm_applies(const graph::Operator& op,
                                               std::span<const ConstTensorView> inputs) {
-  if (op.type != graph::OpType::LayerNormalization)
-    return std::string("cpu.layer_norm runs LayerNormalization only");
-  if (inputs.size() < 2 || inputs.size() > 3 || !inputs[0].shape)
-    return std::string("cpu.layer_norm needs X, Scale and an optional B");
+  const bool rms = op.type == graph::OpType::RMSNormalization;
+  if (op.type != graph::OpType::LayerNormalization && !rms)
+    return std::string("cpu.layer_norm runs LayerNormalization and RMSNormalization only");
+  if (inputs.size() < 2 || inputs.size() > (rms ? 2u : 3u) || !inputs[0].shape)
+    return std::string("cpu.layer_norm needs X, Scale and (LayerNormalization) an optional B");
   const graph::Shape& shape = *inputs[0].shape;
   if (std::optional<std::string> why = axis_reason(shape, op.attrs.axis)) return why;
   const graph::Shape normalized(shape.begin() + op.attrs.axis, shape.end());
@@ -240,12 +241,14 @@ void layer_norm(const TileArgs& args) {
   const float* bias = args.input_count == 3 ? args.inputs[2].data : nullptr;
   float* y = args.output.data;
   const float epsilon = args.op->attrs.epsilon;
+  const bool rms = args.op->type == graph::OpType::RMSNormalization;
   int64_t cached_row = -1;
   LayerNormStats stats;
   for_each_row_span(*args.region, shape, axis,
                     [&](int64_t row_start, int64_t offset, int64_t length) {
                       if (row_start != cached_row) {
-                        stats = ops.layer_norm_stats(x + row_start, row_length, epsilon);
+                        stats = rms ? ops.rms_norm_stats(x + row_start, row_length, epsilon)
+                                    : ops.layer_norm_stats(x + row_start, row_length, epsilon);
                         cached_row = row_start;
                       }
                       // Within a row, the offset from its start indexes Scale and B.

@@ -84,6 +84,9 @@ struct VectorOps {
   // per-ISA translation unit.
   void (*activation)(GemmActivation activation, float clip_min, float clip_max, float leaky_alpha,
                      float* values, int64_t n);
+  // RMSNormalization's statistics as layer_norm_apply takes them: pivot and
+  // mean 0, inv_std = 1 / sqrt(mean(x²) + epsilon), n >= 1.
+  LayerNormStats (*rms_norm_stats)(const float* x, int64_t n, float epsilon);
 };
 
 // The table of gemm_isa() (kernels/cpu/gemm.hpp).

@@ -235,6 +235,16 @@ LayerNormStats layer_norm_stats(const float* x, int64_t n, float epsilon) {
 }
 
 template <class A>
+LayerNormStats rms_norm_stats(const float* x, int64_t n, float epsilon) {
+  using B = xsimd::batch<float, A>;
+  alignas(64) float lanes[kPartials];
+  fold_row<B>(
+      x, n, B(0.0f), 0.0f, [](B v) { return v * v; }, [](B s, B v) { return s + v; }, lanes);
+  const float mean_square = sum_lanes(lanes) / static_cast<float>(n);
+  return {0.0f, 0.0f, 1.0f / std::sqrt(mean_square + epsilon)};
+}
+
+template <class A>
 void layer_norm_apply(const float* x, const float* scale, const float* bias, float* y, int64_t n,
                       LayerNormStats stats) {
   using B = xsimd::batch<float, A>;
@@ -262,7 +272,8 @@ constexpr VectorOps make_vector_ops() {
           scaled_masked_softmax_row<A>,
           layer_norm_stats<A>,
           layer_norm_apply<A>,
-          activation_span_approx<A>};
+          activation_span_approx<A>,
+          rms_norm_stats<A>};
 }
 
 }  // namespace

@@ -698,6 +698,20 @@ def gen_int_arithmetic(rng, idx):
   return case(b, f"int_arithmetic_{idx}_form{form}_n{batch}s{seq}", outputs, 17)
 
 
+def gen_rms_decomposed(rng, idx):
+  """Hugging Face's RMSNorm as exported (Llama, T5): x * 1 / Sqrt(ReduceMean(x^2) + eps) * w, or
+  with Reciprocal; x is also read by a residual Add. Tessera fuses it into RMSNormalization."""
+  b = gm.GraphBuilder(rng)
+  shape = [int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.choice([8, 33, 64]))]
+  x = b.node("Relu", [b.input(shape)])
+  mean = b.node("ReduceMean", [b.node("Pow", [x, f32(b, 2.0)])], axes=[-1], keepdims=1)
+  sd = b.node("Sqrt", [b.node("Add", [mean, f32(b, 1e-6)])])
+  r = b.node("Reciprocal", [sd]) if idx % 2 else b.node("Div", [f32(b, 1.0), sd])
+  y = b.node("Mul", [b.node("Mul", [x, r]), b.const(rng.uniform(0.5, 1.5, shape[-1]).astype(
+      np.float32), "w")])
+  return case(b, f"rms_decomposed_{idx}_{shape_tag(shape)}", [b.node("Add", [x, y])], 17)
+
+
 SINGLE_OPS = [
     (gen_transpose, 4),
     (gen_gather, 8),
@@ -726,6 +740,7 @@ SINGLE_OPS = [
     (gen_runtime_mask, 8),
     (gen_runtime_compare, 10),
     (gen_int_arithmetic, 6),
+    (gen_rms_decomposed, 4),
 ]
 
 

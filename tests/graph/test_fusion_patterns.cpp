@@ -415,6 +415,89 @@ TEST_CASE("fuse_layer_norm leaves near misses alone") {
   unchanged(o);
 }
 
+namespace {
+
+struct RmsNormOptions {
+  bool reciprocal = false;  // Reciprocal(Sqrt) instead of Div(1, Sqrt)
+  bool commuted = false;
+  Shape weight_shape{8};
+  int64_t axis = 2;
+  float numerator = 1.0f;     // of the Div
+  bool extra_reader = false;  // the squares read elsewhere
+};
+
+// Hugging Face's RMSNorm decomposition of x [2, 5, 8] (Llama, T5); x is also
+// read by a residual Add, as in a transformer layer.
+GraphBuilder decomposed_rms_norm(const RmsNormOptions& o, int32_t& x, int32_t& y) {
+  GraphBuilder b;
+  x = b.op(OpType::Relu, {b.input("x", {2, 5, 8})});
+  OpAttributes mean_attrs;
+  mean_attrs.axes = {o.axis};
+  mean_attrs.keepdims = true;
+  const int32_t sq = b.op(OpType::Pow, {x, constant(b, "two", {}, 2.0f)});
+  const int32_t mean = b.op(OpType::ReduceMean, {sq}, mean_attrs);
+  const int32_t sd = b.op(OpType::Sqrt, {b.op(OpType::Add, {mean, constant(b, "eps", {}, 1e-6f)})});
+  const int32_t r = o.reciprocal ? b.op(OpType::Reciprocal, {sd})
+                                 : b.op(OpType::Div, {constant(b, "one", {}, o.numerator), sd});
+  const int32_t normed = o.commuted ? b.op(OpType::Mul, {r, x}) : b.op(OpType::Mul, {x, r});
+  const int32_t w = b.weight("w", o.weight_shape);
+  y = o.commuted ? b.op(OpType::Mul, {w, normed}, {}, "rms_out")
+                 : b.op(OpType::Mul, {normed, w}, {}, "rms_out");
+  b.g.outputs = {y, b.op(OpType::Add, {x, y}, {}, "residual")};
+  if (o.extra_reader) b.g.outputs.push_back(b.op(OpType::Tanh, {sq}));
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("fuse_rms_norm recognises the RMSNorm decomposition (Div or Reciprocal, commuted)") {
+  for (int variant = 0; variant < 4; ++variant) {
+    CAPTURE(variant);
+    RmsNormOptions o;
+    o.reciprocal = variant & 1;
+    o.commuted = variant & 2;
+    if (variant == 3) o.weight_shape = {1, 1, 8};
+    int32_t x = -1, y = -1;
+    GraphBuilder b = decomposed_rms_norm(o, x, y);
+    const std::vector<RewrittenPattern> fused = fuse_rms_norm(b.g);
+    REQUIRE(fused.size() == 1);
+    CHECK(fused[0].op == "rms_out");
+    CHECK(fused[0].removed == "7 ops of an RMSNorm");
+    REQUIRE(b.g.ops.size() == 3);  // Relu, RMSNormalization, the residual Add
+    const Operator& rms = b.g.ops[1];
+    CHECK(rms.type == OpType::RMSNormalization);
+    CHECK(rms.attrs.axis == 2);
+    CHECK(rms.attrs.epsilon == 1e-6f);
+    REQUIRE(rms.inputs.size() == 2);
+    CHECK(rms.inputs[0] == x);
+    CHECK(rms.outputs[0] == y);
+    CHECK(b.g.tensors[static_cast<size_t>(rms.inputs[1])].shape == Shape{8});
+    check_graph(b.g);
+  }
+}
+
+TEST_CASE("fuse_rms_norm leaves near misses alone") {
+  auto unchanged = [](const RmsNormOptions& o) {
+    int32_t x = -1, y = -1;
+    GraphBuilder b = decomposed_rms_norm(o, x, y);
+    const size_t ops = b.g.ops.size();
+    CHECK(fuse_rms_norm(b.g).empty());
+    CHECK(b.g.ops.size() == ops);
+  };
+  RmsNormOptions o;
+  o.axis = 1;  // not the last axis
+  unchanged(o);
+  o = {};
+  o.numerator = 2.0f;  // 2 / RMS
+  unchanged(o);
+  o = {};
+  o.extra_reader = true;  // the squares are read elsewhere
+  unchanged(o);
+  o = {};
+  o.weight_shape = {5, 8};  // not per feature
+  unchanged(o);
+}
+
 // ---------------------------------------------------------------- MatMul/Gemm residual
 
 TEST_CASE("fuse_residual: Add(MatMul(h, W) + b, h) becomes the MatMul's epilogue") {

@@ -833,14 +833,17 @@ TEST_CASE("softmax_row gives softmax_stats + softmax_scale's bits, in place too,
   }
 }
 
-TEST_CASE("cpu.layer_norm vs the reference (double sums): any axis, with and without B") {
+TEST_CASE(
+    "cpu.layer_norm vs the reference (double sums): any axis, with and without B; "
+    "RMSNormalization") {
   const uint64_t seed0 = base_seed();
   for (int t = 0; t < 200; ++t) {
     const uint64_t seed = seed0 + static_cast<uint64_t>(t);
     std::mt19937_64 rng(seed * 3319 + 23);
     Case c;
     c.op.name = "layer_norm";
-    c.op.type = OpType::LayerNormalization;
+    const bool rms = t % 3 == 2;  // x / RMS(x) · Scale, no B
+    c.op.type = rms ? OpType::RMSNormalization : OpType::LayerNormalization;
     const size_t rank = 1 + static_cast<size_t>(rng() % 4);
     do {
       c.output = random_shape(rng, rank);
@@ -851,7 +854,7 @@ TEST_CASE("cpu.layer_norm vs the reference (double sums): any axis, with and wit
     c.op.attrs.epsilon = pick(rng, {1e-5f, 1e-12f, 0.1f});
     const Shape normalized(c.output.begin() + c.op.attrs.axis, c.output.end());
     c.shapes = {c.output, normalized};
-    if (rng() % 2) c.shapes.push_back(normalized);
+    if (rng() % 2 && !rms) c.shapes.push_back(normalized);
     // An offset mean, as real activations have.
     std::vector<float> x = random_values(c.output, rng, false);
     const float shift = pick(rng, {0.0f, 3.0f, -10.0f});

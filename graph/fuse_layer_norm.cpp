@@ -29,6 +29,36 @@ bool reduces_last_axis(const Graph& graph, const Operator& op) {
          op.attrs.axes == std::vector<int64_t>{static_cast<int64_t>(rank) - 1};
 }
 
+// The ops a match follows back from its root, removed when it succeeds:
+// each value it follows is read once (by the chain) and made by an op of
+// the expected type.
+struct Chain {
+  const Graph& graph;
+  const GraphUses& uses;
+  std::vector<int32_t> ops;
+
+  const Operator* take(int32_t t, OpType type) {
+    const Operator* op = uses.only_use(graph, t, type);
+    if (op) ops.push_back(uses.producer[static_cast<size_t>(t)]);
+    return op;
+  }
+
+  // Sqrt(Add(ReduceMean(v, last axis, keepdims), eps)) ending in t, eps a
+  // positive one-element constant (either Add operand): the ReduceMean, with
+  // eps in `epsilon`; or null.
+  const Operator* take_sqrt_of_mean_plus_eps(int32_t t, float& epsilon) {
+    const Operator* sqrt = take(t, OpType::Sqrt);
+    const Operator* add_eps = sqrt ? take(sqrt->inputs[0], OpType::Add) : nullptr;
+    if (!add_eps) return nullptr;
+    const size_t ke = graph.tensors[static_cast<size_t>(add_eps->inputs[1])].is_weight ? 1 : 0;
+    const TensorInfo& eps = graph.tensors[static_cast<size_t>(add_eps->inputs[ke])];
+    if (!eps.is_weight || eps.weight.size() != 1 || !(eps.weight[0] > 0.0f)) return nullptr;
+    epsilon = eps.weight[0];
+    const Operator* mean = take(add_eps->inputs[1 - ke], OpType::ReduceMean);
+    return mean && reduces_last_axis(graph, *mean) ? mean : nullptr;
+  }
+};
+
 }  // namespace
 
 std::vector<RewrittenPattern> fuse_layer_norm(Graph& graph) {
@@ -41,31 +71,19 @@ std::vector<RewrittenPattern> fuse_layer_norm(Graph& graph) {
     const Operator& root = graph.ops[i];
     if (root.type != OpType::Add || root.inputs.size() != 2) continue;
     for (size_t kb = 0; kb < 2; ++kb) {
-      std::vector<int32_t> chain;  // the ops removed on success
-      auto take = [&](int32_t t, OpType type) -> const Operator* {
-        const Operator* op = uses.only_use(graph, t, type);
-        if (op) chain.push_back(producer_index(t));
-        return op;
-      };
-      const Operator* scale = take(root.inputs[1 - kb], OpType::Mul);
+      Chain chain{graph, uses, {}};
+      const Operator* scale = chain.take(root.inputs[1 - kb], OpType::Mul);
       if (!scale) continue;
       const int32_t beta = root.inputs[kb];
       for (size_t kg = 0; kg < 2; ++kg) {
-        chain.resize(1);
+        chain.ops.resize(1);
         const int32_t gamma = scale->inputs[kg];
-        const Operator* div = take(scale->inputs[1 - kg], OpType::Div);
+        const Operator* div = chain.take(scale->inputs[1 - kg], OpType::Div);
         if (!div) continue;
         const int32_t d = div->inputs[0];
-        const Operator* sqrt = take(div->inputs[1], OpType::Sqrt);
-        const Operator* add_eps = sqrt ? take(sqrt->inputs[0], OpType::Add) : nullptr;
-        if (!add_eps) continue;
-        const size_t ke = graph.tensors[static_cast<size_t>(add_eps->inputs[1])].is_weight ? 1 : 0;
-        const int32_t eps_tensor = add_eps->inputs[ke];
-        const TensorInfo& eps_info = graph.tensors[static_cast<size_t>(eps_tensor)];
-        if (!eps_info.is_weight || eps_info.weight.size() != 1 || !(eps_info.weight[0] > 0.0f))
-          continue;
-        const Operator* var = take(add_eps->inputs[1 - ke], OpType::ReduceMean);
-        if (!var || !reduces_last_axis(graph, *var)) continue;
+        float epsilon = 0.0f;
+        const Operator* var = chain.take_sqrt_of_mean_plus_eps(div->inputs[1], epsilon);
+        if (!var) continue;
         // The square: Pow(d, 2) or Mul(d, d); d is read by it and by the Div.
         const int32_t sq = var->inputs[0];
         const int32_t sq_op = producer_index(sq);
@@ -77,14 +95,14 @@ std::vector<RewrittenPattern> fuse_layer_norm(Graph& graph) {
             square.type == OpType::Mul && square.inputs[0] == d && square.inputs[1] == d;
         if (!is_pow && !is_mul) continue;
         if (uses.consumers[static_cast<size_t>(d)] != (is_mul ? 3 : 2)) continue;
-        chain.push_back(sq_op);
+        chain.ops.push_back(sq_op);
         // d is read by the square and the Div only (counted above), so the Sub goes too.
         const int32_t sub_op = producer_index(d);
         if (sub_op < 0 || graph.ops[static_cast<size_t>(sub_op)].type != OpType::Sub) continue;
         const Operator* sub = &graph.ops[static_cast<size_t>(sub_op)];
-        chain.push_back(sub_op);
+        chain.ops.push_back(sub_op);
         const int32_t x = sub->inputs[0];
-        const Operator* mean = take(sub->inputs[1], OpType::ReduceMean);
+        const Operator* mean = chain.take(sub->inputs[1], OpType::ReduceMean);
         if (!mean || mean->inputs[0] != x || !reduces_last_axis(graph, *mean)) continue;
         const Shape x_shape =
             graph.tensors[static_cast<size_t>(x)].shape;  // as_vector may grow tensors
@@ -92,19 +110,18 @@ std::vector<RewrittenPattern> fuse_layer_norm(Graph& graph) {
             graph.tensors[static_cast<size_t>(root.outputs[0])].shape != x_shape ||
             graph.tensors[static_cast<size_t>(d)].shape != x_shape)
           continue;
-        const float epsilon = eps_info.weight[0];
         const int64_t h = x_shape.back();
         const int32_t gamma_vec = as_vector(graph, gamma, h, uses);
         const int32_t beta_vec = gamma_vec < 0 ? -1 : as_vector(graph, beta, h, uses);
         if (beta_vec < 0) continue;
-        for (int32_t op : chain) removed[static_cast<size_t>(op)] = true;
+        for (int32_t op : chain.ops) removed[static_cast<size_t>(op)] = true;
         Operator& ln = graph.ops[i];
         ln.type = OpType::LayerNormalization;
         ln.attrs = OpAttributes{};
         ln.attrs.axis = static_cast<int64_t>(x_shape.size()) - 1;
         ln.attrs.epsilon = epsilon;
         ln.inputs = {x, gamma_vec, beta_vec};
-        fused.push_back({ln.name, std::to_string(chain.size() + 1) + " ops of a LayerNorm"});
+        fused.push_back({ln.name, std::to_string(chain.ops.size() + 1) + " ops of a LayerNorm"});
         kb = 2;  // done with this root
         break;
       }
@@ -124,17 +141,12 @@ std::vector<RewrittenPattern> fuse_rms_norm(Graph& graph) {
     const Operator& root = graph.ops[i];
     if (root.type != OpType::Mul || root.inputs.size() != 2) continue;
     for (size_t kw = 0; kw < 2; ++kw) {
-      std::vector<int32_t> chain;  // the ops removed on success
-      auto take = [&](int32_t t, OpType type) -> const Operator* {
-        const Operator* op = uses.only_use(graph, t, type);
-        if (op) chain.push_back(producer_index(t));
-        return op;
-      };
+      Chain chain{graph, uses, {}};
       const int32_t w = root.inputs[kw];
-      const Operator* normed = take(root.inputs[1 - kw], OpType::Mul);
+      const Operator* normed = chain.take(root.inputs[1 - kw], OpType::Mul);
       if (!normed || !graph.tensors[static_cast<size_t>(w)].is_weight) continue;
       for (size_t kx = 0; kx < 2; ++kx) {
-        chain.resize(1);
+        chain.ops.resize(1);
         const int32_t x = normed->inputs[kx];
         const int32_t r = normed->inputs[1 - kx];
         // r = Div(1, Sqrt(..)) or Reciprocal(Sqrt(..)).
@@ -144,34 +156,28 @@ std::vector<RewrittenPattern> fuse_rms_norm(Graph& graph) {
         const bool is_div = inverse.type == OpType::Div && inverse.inputs.size() == 2 &&
                             is_constant_near(graph, inverse.inputs[0], 1.0f, 0.0f);
         if (!is_div && inverse.type != OpType::Reciprocal) continue;
-        chain.push_back(r_op);
-        const Operator* sqrt = take(inverse.inputs[is_div ? 1 : 0], OpType::Sqrt);
-        const Operator* add_eps = sqrt ? take(sqrt->inputs[0], OpType::Add) : nullptr;
-        if (!add_eps) continue;
-        const size_t ke = graph.tensors[static_cast<size_t>(add_eps->inputs[1])].is_weight ? 1 : 0;
-        const TensorInfo& eps_info = graph.tensors[static_cast<size_t>(add_eps->inputs[ke])];
-        if (!eps_info.is_weight || eps_info.weight.size() != 1 || !(eps_info.weight[0] > 0.0f))
-          continue;
-        const Operator* mean = take(add_eps->inputs[1 - ke], OpType::ReduceMean);
-        if (!mean || !reduces_last_axis(graph, *mean)) continue;
-        const Operator* square = take(mean->inputs[0], OpType::Pow);
+        chain.ops.push_back(r_op);
+        float epsilon = 0.0f;
+        const Operator* mean =
+            chain.take_sqrt_of_mean_plus_eps(inverse.inputs[is_div ? 1 : 0], epsilon);
+        if (!mean) continue;
+        const Operator* square = chain.take(mean->inputs[0], OpType::Pow);
         if (!square || square->inputs[0] != x || !is_constant_near(graph, square->inputs[1], 2.0f))
           continue;
         const Shape x_shape = graph.tensors[static_cast<size_t>(x)].shape;  // as_vector may grow
         if (graph.tensors[static_cast<size_t>(x)].is_weight || x_shape.empty() ||
             graph.tensors[static_cast<size_t>(root.outputs[0])].shape != x_shape)
           continue;
-        const float epsilon = eps_info.weight[0];
         const int32_t w_vec = as_vector(graph, w, x_shape.back(), uses);
         if (w_vec < 0) continue;
-        for (int32_t op : chain) removed[static_cast<size_t>(op)] = true;
+        for (int32_t op : chain.ops) removed[static_cast<size_t>(op)] = true;
         Operator& rms = graph.ops[i];
         rms.type = OpType::RMSNormalization;
         rms.attrs = OpAttributes{};
         rms.attrs.axis = static_cast<int64_t>(x_shape.size()) - 1;
         rms.attrs.epsilon = epsilon;
         rms.inputs = {x, w_vec};
-        fused.push_back({rms.name, std::to_string(chain.size() + 1) + " ops of an RMSNorm"});
+        fused.push_back({rms.name, std::to_string(chain.ops.size() + 1) + " ops of an RMSNorm"});
         kw = 2;  // done with this root
         break;
       }

@@ -696,15 +696,23 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
   fail(op, "unknown operator type " + std::to_string(static_cast<int>(op.type)));
 }
 
+DType operand_dtype(const Operator& op, size_t input) {
+  const bool integer = (op.type == OpType::Gather && input == 1) || op.type == OpType::Cast;
+  return integer ? DType::Int64 : DType::Float32;
+}
+
+DType output_dtype(const Operator& op) {
+  return op.type == OpType::ToIndex ? DType::Int64 : DType::Float32;
+}
+
 void check_operand_dtypes(const Operator& op, const std::vector<DType>& inputs, DType output) {
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const bool integer = (op.type == OpType::Gather && i == 1) || op.type == OpType::Cast;
-    const DType want = integer ? DType::Int64 : DType::Float32;
+    const DType want = operand_dtype(op, i);
     if (inputs[i] != want)
       fail(op, "input " + std::to_string(i) + " is " + std::string(dtype_name(inputs[i])) +
                    " but must be " + std::string(dtype_name(want)));
   }
-  const DType want = op.type == OpType::ToIndex ? DType::Int64 : DType::Float32;
+  const DType want = output_dtype(op);
   if (output != want)
     fail(op, "output is " + std::string(dtype_name(output)) + " but must be " +
                  std::string(dtype_name(want)));

@@ -18,9 +18,15 @@ Shape infer_output_shape(const Operator& op, const std::vector<Shape>& input_sha
 // [..., D, S], [..., S, DV], one rank >= 2, the same leading dims.
 bool attention_operands_fit(const Shape& q, const Shape& kt, const Shape& v);
 
-// Every op computes in float32; the one integer operand is Gather's indices
-// (input 1, int64). Throws tessera::Error naming the op otherwise: a kernel
-// must never read an operand with the wrong element size.
+// The element type of op's input `input` and of its output: float32 but for
+// Gather's run-time indices (input 1) and Cast's input, which are int64, and
+// ToIndex's output, which is int64.
+DType operand_dtype(const Operator& op, size_t input);
+DType output_dtype(const Operator& op);
+
+// Throws tessera::Error naming the op where an operand or the output is not
+// of its element type (operand_dtype, output_dtype): a kernel must never read
+// an operand with the wrong element size.
 void check_operand_dtypes(const Operator& op, const std::vector<DType>& inputs, DType output);
 
 }  // namespace tessera::graph

@@ -12,6 +12,7 @@
 
 #include "graph/dependency.hpp"
 #include "graph/error.hpp"
+#include "graph/op_shape.hpp"
 
 namespace tessera::graph {
 
@@ -563,10 +564,11 @@ void dependency_backward(const Operator& op, const std::vector<Shape>& in, const
 }
 
 bool scramblable(const Operator& op) {
-  // Gather's indices, Cast's int64 input and ToIndex's int64 output are data,
-  // not values to scramble.
-  return !(op.type == OpType::Gather && op.inputs.size() > 1) && op.type != OpType::Cast &&
-         op.type != OpType::ToIndex;
+  // Integer operands (Gather's run-time indices, Cast's input) and outputs
+  // (ToIndex's) are data, not float values to scramble.
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (operand_dtype(op, i) != DType::Float32) return false;
+  return output_dtype(op) == DType::Float32;
 }
 
 }  // namespace

@@ -2518,7 +2518,7 @@ class Importer {
                   "reads " + in_quotes(node.input(i)) + ", an int64 input viewed with another " +
                       "shape; " + int64_coverage(o.type));
       if (!v.constant && graph_.tensors[v.tensor].dtype != DType::Float32 &&
-          !(o.type == OpType::Gather && i == 1) && o.type != OpType::Cast)
+          graph::operand_dtype(o, ins.size()) == DType::Float32)
         fail_node(node, name,
                   "reads the int64 input " + in_quotes(node.input(i)) + " as data; " +
                       int64_coverage(o.type));

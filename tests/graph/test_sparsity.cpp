@@ -9,6 +9,7 @@
 #include <set>
 
 #include "graph/error.hpp"
+#include "graph/op_shape.hpp"
 #include "graph/region.hpp"
 #include "graph/sparsity.hpp"
 #include "kernels/reference_evaluator.hpp"
@@ -74,11 +75,12 @@ void random_epilogue(std::mt19937& rng, Operator& op) {
   }
 }
 
-// Run-time Gather indices, Cast's input and ToIndex's output are int64, not
-// float tensors.
+// An int64 operand or output (operand_dtype, output_dtype): not a float
+// tensor to perturb.
 bool has_integer_operand(const OpCase& c) {
-  return (c.op.type == OpType::Gather && c.in.size() > 1) || c.op.type == OpType::Cast ||
-         c.op.type == OpType::ToIndex;
+  for (size_t i = 0; i < c.in.size(); ++i)
+    if (operand_dtype(c.op, i) != DType::Float32) return true;
+  return output_dtype(c.op) != DType::Float32;
 }
 
 const std::vector<OpType> kRuleTypes = {OpType::Conv,

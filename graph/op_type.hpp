@@ -107,6 +107,12 @@ constexpr bool is_reduction(OpType t) {
           static_cast<uint16_t>(t) <= static_cast<uint16_t>(OpType::ReduceLogSumExp));
 }
 
+// Equal .. GreaterOrEqual: two operands compared, a float 0/1 result.
+constexpr bool is_comparison(OpType t) {
+  return static_cast<uint16_t>(t) >= static_cast<uint16_t>(OpType::Equal) &&
+         static_cast<uint16_t>(t) <= static_cast<uint16_t>(OpType::GreaterOrEqual);
+}
+
 constexpr std::string_view op_type_name(OpType t) {
   switch (t) {
     case OpType::Conv:

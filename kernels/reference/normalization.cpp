@@ -29,7 +29,7 @@ void cumsum(const TileArgs& args) {
   const float* in = args.inputs[0].data;
   float* out = args.output.data;
   for_each_row<1>(lines, {strides.data()},
-                  [&](const int64_t* index, const std::array<int64_t, 1>& at, int64_t length) {
+                  [&](const int64_t*, const std::array<int64_t, 1>& at, int64_t length) {
                     const int64_t columns = axis + 1 == shape.size() ? 1 : length;
                     for (int64_t c = 0; c < columns; ++c) {
                       float sum = 0.0f;
@@ -39,7 +39,6 @@ void cumsum(const TileArgs& args) {
                         if (i >= first) out[e] = sum;
                       }
                     }
-                    (void)index;
                   });
 }
 

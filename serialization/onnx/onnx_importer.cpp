@@ -1309,12 +1309,11 @@ class Importer {
     define_constant(node, name, std::move(c));
   }
 
-  // Equal, Less, LessOrEqual, Greater, GreaterOrEqual of constants: shape
-  // computations and masks built at export time (GPT-2's causal mask at
-  // sequence 1024, as torch.onnx exports it: LessOrEqual of two ranges).
-  // Comparisons. Of constants (shape computations, masks built at export
-  // time) they fold into bool (int64 0/1) constants; with a run-time float32
-  // operand they run (OpType Equal .. GreaterOrEqual), giving a run-time bool.
+  // Equal, Less, LessOrEqual, Greater, GreaterOrEqual. Of constants (shape
+  // computations, masks built at export time: GPT-2's causal mask at sequence
+  // 1024, as torch.onnx exports it, is LessOrEqual of two ranges) they fold
+  // into bool (int64 0/1) constants; with a run-time operand they run
+  // (OpType Equal .. GreaterOrEqual), giving a run-time bool.
   void import_comparison(const onnx::NodeProto& node, const std::string& name) {
     const Value& a = input(node, name, 0);
     const Value& b = input(node, name, 1);
@@ -1761,7 +1760,7 @@ class Importer {
                   in_quotes(node.input(i)) + " is a " +
                       std::string(graph::dtype_name(graph_.tensors[v.tensor].dtype)) +
                       " tensor computed at run time, not a bool; Tessera's run-time bools come "
-                      "from Cast, IsNaN, And, Or, Not and Xor");
+                      "from casts, comparisons, IsNaN, And, Or, Not and Xor");
       return node.input(i);
     }
     if (v.constant->dtype != DType::Int64)
@@ -1874,17 +1873,12 @@ class Importer {
     }
     if (from == DType::Int64 && to_int) return alias(node, name);
     if (from == DType::Int64 && (to_float || to_bool)) {
+      if (v.int64_view) return emit_int64_cast(node, name, v, to_bool, node.output(0), name);
       graph::Operator o;
       o.name = name;
       o.type = OpType::Cast;
       o.attrs.cast_to_bool = to_bool;
-      if (!v.int64_view) return emit(node, name, std::move(o), {0}, to_bool);
-      // Cast the viewed input itself, then view the result.
-      const std::string whole = unused_name(node.input(0) + "/unviewed");
-      values_[whole] = Value{v.tensor, nullptr, nullptr};
-      const std::string cast = unused_name(node.output(0) + "/unviewed");
-      emit_part(node, name, std::move(o), {whole}, cast, to_bool);
-      return emit_reshape(node, name, cast, node.output(0), *v.int64_view);
+      return emit(node, name, std::move(o), {0}, to_bool);
     }
     fail_node(node, name,
               "casts the computed tensor " + in_quotes(node.input(0)) + " (" +
@@ -2499,8 +2493,8 @@ class Importer {
   }
 
   // `bool_output`: the op's ONNX output is bool, held as float 0/1
-  // (float_bools_): Cast to BOOL, And, Or, Not, Xor. IsNaN's is too, and a
-  // data-movement op of bools gives bools.
+  // (float_bools_): casts to BOOL, comparisons, And, Or, Not, Xor. IsNaN's is
+  // too, and a data-movement op of bools gives bools.
   void emit(const onnx::NodeProto& node, const std::string& name, graph::Operator o,
             const std::vector<int>& positions, bool bool_output = false) {
     if (view_int64(node, name, o, positions)) return;
@@ -2564,16 +2558,6 @@ class Importer {
     graph_.ops.push_back(std::move(o));
   }
 
-  // Integer arithmetic at run time (RoBERTa's position ids: CumSum over
-  // token ids != pad, times the mask, plus pad, as Gather indices) runs in
-  // float32, exact for integers up to 2^24 (float_ints_: tensors holding
-  // them). An int64 input read by such an op is cast to float32 first (once;
-  // a view of it is cast, then viewed), int64 constants beside a run-time
-  // integer become float constants (refused past 2^24), and run-time Gather
-  // indices held as float go through ToIndex, which fails the run on a value
-  // that is not an integer within ±2^24. Returns the node with those inputs
-  // renamed, or nothing when none needs it.
-
   static std::string int64_coverage(OpType type) {
     return "Tessera's run-time int64 arithmetic (float32, exact to 2^24) covers Add, Sub, Mul, "
            "Neg, Abs, Max, Min, the comparisons, Where, CumSum, casts, Gather indices and data "
@@ -2610,6 +2594,15 @@ class Importer {
     }
   }
 
+  // Integer arithmetic at run time (RoBERTa's position ids: CumSum over
+  // token ids != pad, times the mask, plus pad, as Gather indices) runs in
+  // float32, exact for integers up to 2^24 (float_ints_: tensors holding
+  // them). An int64 input read by such an op is cast to float32 first (once;
+  // a view of it is cast, then viewed), int64 constants beside a run-time
+  // integer become float constants (refused past 2^24), and run-time Gather
+  // indices held as float go through ToIndex, which fails the run on a value
+  // that is not an integer within ±2^24. Returns the node with those inputs
+  // renamed, or nothing when none needs it.
   std::optional<onnx::NodeProto> integers_as_float(const onnx::NodeProto& node,
                                                    const std::string& name,
                                                    const graph::Operator& o,
@@ -2670,10 +2663,7 @@ class Importer {
   // integer op whose run-time operands hold integers (or bools), one of them
   // integers, and whose constants are whole numbers.
   bool integral_result(const graph::Operator& o, const std::vector<const Value*>& ins) const {
-    if (!integer_capable(o.type) || o.type == OpType::Equal || o.type == OpType::Less ||
-        o.type == OpType::LessOrEqual || o.type == OpType::Greater ||
-        o.type == OpType::GreaterOrEqual)
-      return false;
+    if (!integer_capable(o.type) || graph::is_comparison(o.type)) return false;
     bool any_integers = false;
     for (size_t k = 0; k < ins.size(); ++k) {
       const Value& v = *ins[k];
@@ -2695,13 +2685,25 @@ class Importer {
                              const std::string& value, const Value& v) {
     const std::string key = value + "/as_float";
     if (values_.count(key)) return key;
-    const std::string whole = unused_name(value + "/unviewed");
-    values_[whole] = Value{v.tensor, nullptr, nullptr};
-    const std::string cast = v.int64_view ? unused_name(key + "/unviewed") : key;
-    emit_plain(node, name, OpType::Cast, {whole}, cast, key);
-    if (v.int64_view) emit_reshape(node, name, cast, key, *v.int64_view);
+    emit_int64_cast(node, name, v, /*to_bool=*/false, key, key);
     float_ints_.insert(values_.at(key).tensor);
     return key;
+  }
+
+  // OpType::Cast of the int64 input behind `v` (to its value, or 1 / 0 with
+  // to_bool) as value `out`, named `op_name`; a view of the input is cast
+  // whole, then viewed.
+  void emit_int64_cast(const onnx::NodeProto& node, const std::string& name, const Value& v,
+                       bool to_bool, const std::string& out, const std::string& op_name) {
+    const std::string whole = unused_name(out + "/int64");
+    values_[whole] = Value{v.tensor, nullptr, nullptr};
+    graph::Operator o;
+    o.name = op_name;
+    o.type = OpType::Cast;
+    o.attrs.cast_to_bool = to_bool;
+    const std::string cast = v.int64_view ? unused_name(out + "/unviewed") : out;
+    emit_part(node, name, std::move(o), {whole}, cast, to_bool);
+    if (v.int64_view) emit_reshape(node, name, cast, out, *v.int64_view);
   }
 
   // The int64 Gather indices of the float integers named `value`, once.
@@ -2736,7 +2738,7 @@ class Importer {
 
   // Folds an op over int64 constants (shape arithmetic and index plumbing):
   // Neg/Abs/Add/Sub/Mul/Div/Max/Min in int64; data movement through the float
-  // reference kernels, exact because every value is checked to be at most 2^24.
+  // reference kernels, which move element ids that are then looked up.
   std::shared_ptr<Constant> fold_integers(const onnx::NodeProto& node, const std::string& name,
                                           const graph::Operator& o,
                                           const std::vector<const Value*>& ins,
@@ -2882,8 +2884,8 @@ class Importer {
   std::unordered_map<std::string, Value> values_;
   std::unordered_map<std::string, const onnx::TypeProto*> declared_;
   std::unordered_set<std::string> used_names_;
-  // Activations that hold bools as float 0/1 (IsNaN's outputs): Where may
-  // take them as its condition.
+  // Activations that hold bools as float 0/1 (casts to bool, comparisons,
+  // logic ops, IsNaN): Where takes them as its condition.
   std::unordered_set<int32_t> float_bools_;
   // Activations that hold integers as float32 (integers_as_float).
   std::unordered_set<int32_t> float_ints_;

@@ -19,6 +19,7 @@
 #include "graph/fuse_residual.hpp"
 #include "graph/fuse_silu.hpp"
 #include "graph/fuse_softmax_input.hpp"
+#include "graph/fuse_transposes.hpp"
 #include "graph/memory_plan.hpp"
 #include "graph/op_shape.hpp"
 #include "graph/split_global_pool.hpp"
@@ -215,8 +216,9 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
   std::vector<FoldedBatchNorm> folds = fold_batch_norms(graph);
   // Bias first (the GELU's input is then the MatMul's output, and the Gelu
   // op it becomes fuses into that MatMul's epilogue in fuse_activations).
-  std::vector<RewrittenPattern> biases, gelus, layer_norms, rms_norms;
+  std::vector<RewrittenPattern> biases, gelus, layer_norms, rms_norms, transposes;
   if (options.fuse_patterns) {
+    transposes = fuse_transposes(graph);
     biases = fuse_matmul_bias(graph);
     gelus = fuse_gelu(graph);
     layer_norms = fuse_layer_norm(graph);
@@ -316,8 +318,8 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       for (const FoldedBatchNorm& f : folds)
         if (f.conv == op.name) r.note = "BatchNormalization '" + f.batch_norm + "' folded in";
       for (const std::vector<RewrittenPattern>* passes :
-           {&biases, &gelus, &layer_norms, &rms_norms, &silus, &scales, &softmax_inputs,
-            &expansions, &attentions})
+           {&transposes, &biases, &gelus, &layer_norms, &rms_norms, &silus, &scales,
+            &softmax_inputs, &expansions, &attentions})
         for (const RewrittenPattern& f : *passes)
           if (f.op == op.name) r.note += (r.note.empty() ? "" : "; ") + f.removed + " fused in";
       for (const RewrittenPattern& f : pool_splits)
@@ -355,6 +357,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
       if (list.size() > 3) line += ", ...";
       report->notes.push_back(line);
     };
+    summarize(transposes, "Transpose(s) of a Transpose composed into one");
     summarize(biases, "bias Add(s) fused into MatMul epilogues");
     summarize(gelus, "GELU chain(s) replaced by Gelu");
     summarize(layer_norms, "decomposed LayerNorm(s) replaced by LayerNormalization");

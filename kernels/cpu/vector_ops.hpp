@@ -87,6 +87,11 @@ struct VectorOps {
   // RMSNormalization's statistics as layer_norm_apply takes them: pivot and
   // mean 0, inv_std = 1 / sqrt(mean(x²) + epsilon), n >= 1.
   LayerNormStats (*rms_norm_stats)(const float* x, int64_t n, float epsilon);
+  // dst[j·ld_dst + i] = src[i·ld_src + j] for i < rows, j < cols, in the
+  // ISA's register blocks (transpose_block_impl.hpp: 16×16 on AVX-512, 8×8
+  // on AVX2, transpose_panel's 4×4 on SSE2).
+  void (*transpose)(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                    int64_t ld_dst);
 };
 
 // The table of gemm_isa() (kernels/cpu/gemm.hpp).

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/gemm_activation.hpp"
+#include "kernels/cpu/transpose_block_impl.hpp"
 #include "kernels/cpu/vector_math.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 
@@ -273,7 +274,8 @@ constexpr VectorOps make_vector_ops() {
           layer_norm_stats<A>,
           layer_norm_apply<A>,
           activation_span_approx<A>,
-          rms_norm_stats<A>};
+          rms_norm_stats<A>,
+          transpose_block<A>};
 }
 
 }  // namespace

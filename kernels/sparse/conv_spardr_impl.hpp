@@ -28,10 +28,10 @@
 #include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/simd_fma.hpp"
 #include "kernels/cpu/simd_lanes.hpp"
+#include "kernels/cpu/transpose_block_impl.hpp"
 #include "kernels/sparse/conv_spardr_kernels.hpp"
 #include "kernels/sparse/csr_dot_impl.hpp"
 #include "kernels/sparse/finish_row_impl.hpp"
-#include "kernels/sparse/transpose_block_impl.hpp"
 
 namespace tessera::kernels::sparse {
 namespace {
@@ -116,7 +116,8 @@ void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
                          runs[i].pixel, ep);
     return;
   }
-  transpose_block<Arch>(chunk.sums, kSpardrMaxBlockPixels, channels, valid, chunk.sums_t, channels);
+  cpu::transpose_block<Arch>(chunk.sums, kSpardrMaxBlockPixels, channels, valid, chunk.sums_t,
+                             channels);
   for (int i = 0; i < run_count; ++i)
     for (int64_t j = 0; j < runs[i].count; ++j) {
       const int64_t pixel = runs[i].pixel + j;
@@ -231,7 +232,7 @@ void spardr_row_impl(const SpardrRow& row) {
     cached.in_w = row.in_w;
   }
   if (row.nhwc)
-    transpose_block<Arch>(row.src, row.channels, row.in_w, row.channels, panel + left, ld);
+    cpu::transpose_block<Arch>(row.src, row.channels, row.in_w, row.channels, panel + left, ld);
   else
     for (int64_t c = 0; c < row.channels; ++c)
       std::memcpy(panel + c * ld + left, row.src + c * row.ld_channel,

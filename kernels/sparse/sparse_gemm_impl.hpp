@@ -22,10 +22,10 @@
 #include "kernels/cpu/gemm_activation.hpp"
 #include "kernels/cpu/simd_fma.hpp"
 #include "kernels/cpu/simd_lanes.hpp"
+#include "kernels/cpu/transpose_block_impl.hpp"
 #include "kernels/sparse/csr_dot_impl.hpp"
 #include "kernels/sparse/finish_row_impl.hpp"
 #include "kernels/sparse/sparse_gemm_kernels.hpp"
-#include "kernels/sparse/transpose_block_impl.hpp"
 
 namespace tessera::kernels::sparse {
 namespace {
@@ -93,7 +93,7 @@ void bsr_tile(const SparseTileRun& run) {
       float* panel = a_panels + ((m - mc) / MR) * panel_floats;
       // Rows past the tile are zero (their sums are dropped).
       if (rows < MR) std::fill(panel, panel + panel_floats, 0.0f);
-      transpose_block<Arch>(run.a + m * run.lda, run.lda, rows, k_total, panel, MR);
+      cpu::transpose_block<Arch>(run.a + m * run.lda, run.lda, rows, k_total, panel, MR);
     }
     for (int64_t s = t.n0 / BN; s * BN < t.n1; ++s) {
       const int64_t col0 = s * BN;
@@ -258,7 +258,7 @@ void csr_tile(const SparseTileRun& run) {
       const int64_t k0 = q * kb_rows, k1 = std::min(k_total, k0 + kb_rows);
       // Lanes past the tile's rows (within the UV vectors read) hold stale
       // finite values or zeros; their sums are dropped.
-      transpose_block<Arch>(run.a + m * run.lda + k0, run.lda, rows, k1 - k0, panel, MB);
+      cpu::transpose_block<Arch>(run.a + m * run.lda + k0, run.lda, rows, k1 - k0, panel, MB);
       csr_columns_of<Batch, MB, MV>(vectors, panel, begin + q * n_total,
                                     csr.column_order.data() + q * n_total, block_rows, w, q, t,
                                     n_total, yt);
@@ -269,7 +269,7 @@ void csr_tile(const SparseTileRun& run) {
     // the [MB, cols] block falls into the same L1 set and each store misses.
     for (int64_t j = 0; j < cols; j += kCsrColumnChunk) {
       const int64_t chunk = std::min(kCsrColumnChunk, cols - j);
-      transpose_block<Arch>(yt + j * MB, MB, chunk, rows, y, chunk);
+      cpu::transpose_block<Arch>(yt + j * MB, MB, chunk, rows, y, chunk);
       for (int64_t i = 0; i < rows; ++i)
         finish_row<Arch>(y + i * chunk, run.c + (m + i) * run.ldc + t.n0 + j, chunk, m + i,
                          t.n0 + j, *run.epilogue);

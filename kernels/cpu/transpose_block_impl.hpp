@@ -1,8 +1,9 @@
 #pragma once
-// transpose_block: the sparse kernels' transpose, shared by the CSR GEMM
-// (A^T panels, Y^T back to rows: sparse_gemm_impl.hpp) and SparDR's
-// pixel-major epilogue (conv_spardr_impl.hpp). Anonymous namespace: include
-// only from the per-ISA kernel headers.
+// transpose_block: the register-block transpose of each ISA, shared by the
+// CSR GEMM (A^T panels, Y^T back to rows: kernels/sparse/sparse_gemm_impl.hpp),
+// SparDR's pixel-major epilogue (kernels/sparse/conv_spardr_impl.hpp) and
+// cpu.transpose (VectorOps::transpose). Anonymous namespace: include only
+// from the per-ISA kernel headers.
 #include <xsimd/xsimd.hpp>
 
 #if defined(__AVX2__)
@@ -15,7 +16,7 @@
 
 #include "kernels/cpu/dense_ops.hpp"
 
-namespace tessera::kernels::sparse {
+namespace tessera::kernels::cpu {
 namespace {
 
 #if defined(__AVX512F__)
@@ -87,7 +88,7 @@ inline void transpose_16x16(const float* s, int64_t ld_src, float* d, int64_t ld
 // AVX-512, 16×16 blocks in registers, the edges masked (through the 8×8
 // path, a 44-wide edge had 4 columns moved one float at a time). With AVX2,
 // 8×8 blocks: 8 row loads, 24 shuffles, 8 column stores, twice the elements
-// per store of cpu::transpose_panel's 4×4 SSE blocks (bench_spmm at 99%
+// per store of transpose_panel's 4×4 SSE blocks (bench_spmm at 99%
 // sparsity, all transposes: 1.73 → 1.23 ms).
 template <class Arch>
 inline void transpose_block(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
@@ -139,12 +140,12 @@ inline void transpose_block(const float* src, int64_t ld_src, int64_t rows, int6
       for (; j < cols; ++j)
         for (int64_t x = 0; x < 8; ++x) dst[j * ld_dst + i + x] = s[x * ld_src + j];
     }
-    if (i < rows) cpu::transpose_panel(src + i * ld_src, ld_src, rows - i, cols, dst + i, ld_dst);
+    if (i < rows) transpose_panel(src + i * ld_src, ld_src, rows - i, cols, dst + i, ld_dst);
     return;
   }
 #endif
-  cpu::transpose_panel(src, ld_src, rows, cols, dst, ld_dst);
+  transpose_panel(src, ld_src, rows, cols, dst, ld_dst);
 }
 
 }  // namespace
-}  // namespace tessera::kernels::sparse
+}  // namespace tessera::kernels::cpu

@@ -364,7 +364,7 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     summarize(rms_norms, "decomposed RMSNorm(s) replaced by RMSNormalization");
     summarize(silus, "SiLU(s) Mul(x, Sigmoid(x)) fused into epilogues");
     summarize(scales, "channel scale Mul(s) (squeeze-and-excitation) fused into 1x1 Convs");
-    summarize(softmax_inputs, "attention scale/mask Mul/Add(s) fused into Softmax");
+    summarize(softmax_inputs, "attention scale/mask Mul/Add/Where(s) fused into Softmax");
     summarize(expansions, "1x1 expansion conv(s) fused into depthwise convs");
     summarize(attentions, "attention MatMul-Softmax-MatMul chain(s) fused into FusedAttention");
     summarize(pool_splits,

@@ -4,7 +4,9 @@
 // The kernels' arithmetic is checked in test_cpu_transformer_ops.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "graph/compiler.hpp"
 #include "graph/fuse_softmax_input.hpp"
@@ -123,4 +125,90 @@ TEST_CASE("compile_graph folds the scale and mask and reports it") {
       CHECK(report.ops[i].note.find("scale Mul 'scale' fused in") != std::string::npos);
     }
   CHECK(found);
+}
+
+namespace {
+
+// GPT-2's causal mask as exporters wrote it before additive masks: scores
+// [1, 2, 4, 4] -> Div(., c) -> Where(lower-triangular constant [1, 1, 4, 4],
+// ., fill) -> Softmax, `layers` times over the same condition and fill.
+// prefix + l (appended, not "literal" + string: GCC 12's -Wrestrict false positive).
+std::string named(const char* prefix, int l) {
+  std::string name = prefix;
+  name += std::to_string(l);
+  return name;
+}
+
+struct CausalWhere {
+  GraphBuilder b;
+  int32_t condition = -1, fill = -1;
+  std::vector<int32_t> scores;
+};
+
+CausalWhere causal_where(float fill_value, int layers = 1, bool constant_condition = true) {
+  CausalWhere w;
+  GraphBuilder& b = w.b;
+  if (constant_condition) {
+    w.condition = b.weight("causal", {1, 1, 4, 4});
+    std::vector<float>& keep = b.g.tensors[static_cast<size_t>(w.condition)].weight;
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) keep[static_cast<size_t>(i * 4 + j)] = j <= i ? 1.0f : 0.0f;
+  } else {
+    w.condition = b.input("causal", {1, 1, 4, 4});
+  }
+  w.fill = b.weight("fill", {});
+  b.g.tensors[static_cast<size_t>(w.fill)].weight = {fill_value};
+  const int32_t c = b.weight("c", {});
+  b.g.tensors[static_cast<size_t>(c)].weight = {8.0f};
+  OpAttributes sa;
+  sa.axis = 3;
+  for (int l = 0; l < layers; ++l) {
+    w.scores.push_back(
+        b.op(OpType::Relu, {b.input(named("qk", l), {1, 2, 4, 4})}, {}, named("scores", l)));
+    const int32_t scaled = b.op(OpType::Div, {w.scores.back(), c}, {}, named("div", l));
+    const int32_t masked =
+        b.op(OpType::Where, {w.condition, scaled, w.fill}, {}, named("where", l));
+    b.g.outputs.push_back(b.op(OpType::Softmax, {masked}, sa, named("softmax", l)));
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("fuse_softmax_inputs: a constant Where mask with a very negative fill is additive") {
+  for (float fill : {-3.4028234663852886e38f, -1e30f, -INFINITY}) {
+    CAPTURE(fill);
+    CausalWhere w = causal_where(fill, 2);
+    const std::vector<RewrittenPattern> fused = fuse_softmax_inputs(w.b.g);
+    REQUIRE(fused.size() == 2);
+    CHECK(fused[0].removed == "mask Where 'where0' (as an additive mask), scale Div 'div0'");
+    REQUIRE(w.b.g.ops.size() == 4);  // the Relus and Softmaxes
+    const Operator& first = op_named(w.b.g, "softmax0");
+    const Operator& second = op_named(w.b.g, "softmax1");
+    REQUIRE(first.inputs.size() == 2);
+    CHECK(first.inputs[0] == w.scores[0]);
+    CHECK(second.inputs == std::vector<int32_t>{w.scores[1], first.inputs[1]});  // one mask
+    CHECK(first.attrs.alpha == 0.125f);
+    const TensorInfo& mask = w.b.g.tensors[static_cast<size_t>(first.inputs[1])];
+    CHECK(mask.is_weight);
+    CHECK(mask.shape == Shape{1, 1, 4, 4});
+    REQUIRE(mask.weight.size() == 16);
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j)
+        CHECK(mask.weight[static_cast<size_t>(i * 4 + j)] == (j <= i ? 0.0f : fill));
+  }
+}
+
+TEST_CASE("fuse_softmax_inputs leaves Where masks alone that an addition would change") {
+  SUBCASE("a fill an addition does not absorb (-1e4, the old GPT-2 masked_bias)") {
+    CausalWhere w = causal_where(-1e4f);
+    CHECK(fuse_softmax_inputs(w.b.g).empty());
+    CHECK(op_named(w.b.g, "where0").type == OpType::Where);
+    CHECK(op_named(w.b.g, "softmax0").inputs.size() == 1);
+  }
+  SUBCASE("a condition computed at run time") {
+    CausalWhere w = causal_where(-INFINITY, 1, false);
+    CHECK(fuse_softmax_inputs(w.b.g).empty());
+    CHECK(op_named(w.b.g, "where0").type == OpType::Where);
+  }
 }

@@ -90,6 +90,10 @@ constexpr Shape kShapes[] = {
     {"bert_384x768x3072", 384, 768, 3072, 4},
     {"bert_1024x3072x768", 1024, 3072, 768, 2},
     {"bert_1024x768x3072", 1024, 768, 3072, 2},
+    // One head of BERT's attention at sequence 128 (cpu.attention): Q·K^T
+    // (K = head dim 64) and P·V.
+    {"attn_128x128x64", 128, 128, 64},
+    {"attn_128x64x128", 128, 64, 128},
 };
 
 std::vector<float> random_matrix(int64_t size, uint32_t seed) {

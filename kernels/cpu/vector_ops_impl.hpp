@@ -134,18 +134,46 @@ inline float sum_lanes(float* lanes) {
   return lanes[0];
 }
 
-// The largest of x[0, n); NaN lanes are skipped like the reference's
-// (std::max(m, v) = m < v ? v : m).
-template <class B>
-float row_max(const float* x, int64_t n) {
+// The largest of the values v(i), i < n (vectors vec(i) of W of them, the
+// tail one by one as one(i)), NaN skipped like the reference's
+// (std::max(m, v) = m < v ? v : m); with `out`, each value is stored there
+// too. Four running maxima: one is a chain of compare-and-blend steps, one
+// vector per ~5 cycles, which made the max pass of an attention row (384
+// floats) as slow as its exp pass. Max is exact, so the grouping changes no
+// value (only, at most, the sign of a zero maximum, which x - max and so
+// every softmax bit ignore).
+template <class B, class Vec, class One>
+float max_of(int64_t n, Vec&& vec, One&& one, float* out = nullptr) {
+  constexpr int64_t W = static_cast<int64_t>(B::size);
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  alignas(64) float lanes[kPartials];
-  fold_row<B>(
-      x, n, B(kMinusInf), kMinusInf, [](B v) { return v; },
-      [](B m, B v) { return xsimd::select(m < v, v, m); }, lanes);
+  auto take = [&](B m, int64_t i) {
+    const B v = vec(i);
+    if (out) v.store_unaligned(out + i);
+    return xsimd::select(m < v, v, m);
+  };
+  B m[4] = {B(kMinusInf), B(kMinusInf), B(kMinusInf), B(kMinusInf)};
+  int64_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W)
+    for (int64_t g = 0; g < 4; ++g) m[g] = take(m[g], i + g * W);
+  for (; i + W <= n; i += W) m[0] = take(m[0], i);
+  for (int g = 1; g < 4; ++g) m[0] = xsimd::select(m[0] < m[g], m[g], m[0]);
+  alignas(64) float lanes[W];
+  m[0].store_aligned(lanes);
   float max = kMinusInf;
   for (float v : lanes) max = max < v ? v : max;
+  for (; i < n; ++i) {
+    const float v = one(i);
+    if (out) out[i] = v;
+    max = max < v ? v : max;
+  }
   return max;
+}
+
+// The largest of x[0, n) (max_of).
+template <class B>
+float row_max(const float* x, int64_t n) {
+  return max_of<B>(
+      n, [x](int64_t i) { return B::load_unaligned(x + i); }, [x](int64_t i) { return x[i]; });
 }
 
 // The sum of exp(x - max) over x[0, n), each x <= max or NaN; with `exps`,
@@ -189,25 +217,27 @@ template <class A>
 void scaled_masked_softmax_row(const float* x, float alpha, const float* mask, int64_t mask_step,
                                float* z, float* y, int64_t n, int64_t begin, int64_t length) {
   using B = xsimd::batch<float, A>;
-  constexpr int64_t W = static_cast<int64_t>(B::size);
-  // alpha * x + m in two roundings (the build never contracts them into an
-  // FMA), lane by lane as the reference's Mul then Add.
+  // z = alpha * x + m and its maximum in one pass; alpha * x + m in two
+  // roundings (the build never contracts them into an FMA), lane by lane as
+  // the reference's Mul then Add.
   const B balpha(alpha);
-  int64_t i = 0;
+  float max;
   if (mask && mask_step == 1) {
-    for (; i + W <= n; i += W)
-      (balpha * B::load_unaligned(x + i) + B::load_unaligned(mask + i)).store_unaligned(z + i);
-    for (; i < n; ++i) z[i] = alpha * x[i] + mask[i];
+    max = max_of<B>(
+        n,
+        [&](int64_t i) { return balpha * B::load_unaligned(x + i) + B::load_unaligned(mask + i); },
+        [&](int64_t i) { return alpha * x[i] + mask[i]; }, z);
   } else if (mask) {
     const float m = mask[0];
     const B bm(m);
-    for (; i + W <= n; i += W) (balpha * B::load_unaligned(x + i) + bm).store_unaligned(z + i);
-    for (; i < n; ++i) z[i] = alpha * x[i] + m;
+    max = max_of<B>(
+        n, [&](int64_t i) { return balpha * B::load_unaligned(x + i) + bm; },
+        [&](int64_t i) { return alpha * x[i] + m; }, z);
   } else {
-    for (; i + W <= n; i += W) (balpha * B::load_unaligned(x + i)).store_unaligned(z + i);
-    for (; i < n; ++i) z[i] = alpha * x[i];
+    max = max_of<B>(
+        n, [&](int64_t i) { return balpha * B::load_unaligned(x + i); },
+        [&](int64_t i) { return alpha * x[i]; }, z);
   }
-  const float max = row_max<B>(z, n);
   const B inverse(1.0f / exp_sum<B>(z, n, max, z));
   map_span<B>(z + begin, y + begin, length, 0.0f, [&](B e) { return e * inverse; });
 }

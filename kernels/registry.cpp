@@ -172,6 +172,7 @@ constexpr TileKernelVariant kKernelTable[] = {
      10},
     {OpType::Transpose, "cpu.transpose", cpu::transpose, nullptr, cpu::transpose_applies, 10},
     {OpType::Slice, "cpu.slice", cpu::slice, nullptr, cpu::slice_applies, 10},
+    {OpType::Gather, "cpu.gather", cpu::gather, nullptr, cpu::gather_applies, 10},
     {OpType::Concat, "cpu.concat", cpu::concat, nullptr, cpu::concat_applies, 10, kAnyLayout},
     {OpType::Pad, "cpu.pad", cpu::pad, nullptr, cpu::pad_applies, 10, kUniformLayout},
     {OpType::Resize, "cpu.resize", cpu::resize, nullptr, cpu::resize_applies, 10, kUniformLayout},

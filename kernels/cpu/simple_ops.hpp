@@ -97,8 +97,9 @@ std::optional<std::string> layer_norm_applies(const graph::Operator& op,
                                               std::span<const ConstTensorView> inputs);
 
 // transformer_ops.cpp — "cpu.transpose": contiguous runs when the innermost
-// dim stays (BERT's [1,128,12,64] -> [1,12,128,64]), else 16 x 16 blocks of
-// a 2-D transpose. Bitwise equal to the reference.
+// dim stays (BERT's [1,128,12,64] -> [1,12,128,64]), else the ISA's register
+// blocks of a 2-D transpose (VectorOps::transpose). Bitwise equal to the
+// reference.
 void transpose(const TileArgs& args);
 std::optional<std::string> transpose_applies(const graph::Operator& op,
                                              std::span<const ConstTensorView> inputs);
@@ -110,6 +111,14 @@ std::optional<std::string> transpose_applies(const graph::Operator& op,
 void slice(const TileArgs& args);
 std::optional<std::string> slice_applies(const graph::Operator& op,
                                          std::span<const ConstTensorView> inputs);
+
+// transformer_ops.cpp — "cpu.gather": Gather along any axis but the data's
+// last, each output row (a run of the data after the axis) copied whole
+// with its index checked once (embedding lookups). Bitwise equal to the
+// reference, with its out-of-range message.
+void gather(const TileArgs& args);
+std::optional<std::string> gather_applies(const graph::Operator& op,
+                                          std::span<const ConstTensorView> inputs);
 
 // concat.cpp — "cpu.concat": each input's part of the tile copied in runs
 // along the output's innermost dims in memory (one memcpy per run where the

@@ -970,6 +970,88 @@ TEST_CASE("cpu.transpose matches the reference bitwise: any perm, BERT's head sp
 }
 
 TEST_CASE(
+    "cpu.gather matches the reference bitwise: any axis but the last, run-time or constant "
+    "indices, negative ones") {
+  const uint64_t seed0 = base_seed();
+  for (int t = 0; t < 150; ++t) {
+    const uint64_t seed = seed0 + static_cast<uint64_t>(t);
+    std::mt19937_64 rng(seed * 7919 + 3);
+    Case c;
+    c.op.name = "gather";
+    c.op.type = OpType::Gather;
+    const size_t rank = 2 + static_cast<size_t>(rng() % 3);
+    const Shape data = random_shape(rng, rank);
+    c.op.attrs.axis = static_cast<int64_t>(rng() % (rank - 1));
+    const Shape indices = random_shape(rng, static_cast<size_t>(rng() % 3));
+    const int64_t axis_size = data[static_cast<size_t>(c.op.attrs.axis)];
+    std::vector<int64_t> ids(static_cast<size_t>(graph::shape_numel(indices)));
+    for (int64_t& i : ids)
+      i = static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * axis_size)) - axis_size;
+    c.output.assign(data.begin(), data.begin() + c.op.attrs.axis);
+    c.output.insert(c.output.end(), indices.begin(), indices.end());
+    c.output.insert(c.output.end(), data.begin() + c.op.attrs.axis + 1, data.end());
+    c.shapes = {data};
+    c.data = {random_values(data, rng, true)};
+    if (rng() % 2) {  // run-time indices: the int64 bytes in the view's float storage
+      std::vector<float> bytes(2 * ids.size() + 1);
+      std::memcpy(bytes.data(), ids.data(), ids.size() * sizeof(int64_t));
+      c.shapes.push_back(indices);
+      c.data.push_back(std::move(bytes));
+    } else {
+      c.op.attrs.indices = ids;
+      c.op.attrs.indices_shape = indices;
+    }
+    check_case("cpu.gather", c, seed, exact);
+  }
+  // BERT's embedding lookup.
+  Case bert;
+  bert.op.type = OpType::Gather;
+  bert.op.attrs.axis = 0;
+  bert.op.attrs.indices = {0, 511, 7, -1, 300};
+  bert.op.attrs.indices_shape = {1, 5};
+  bert.shapes = {{512, 768}};
+  bert.output = {1, 5, 768};
+  std::mt19937_64 rng(seed0);
+  bert.data = {random_values(bert.shapes[0], rng, false)};
+  check_case("cpu.gather", bert, seed0, exact);
+}
+
+TEST_CASE("cpu.gather: the last axis is the reference's, an index out of range a message") {
+  graph::Operator op;
+  op.type = OpType::Gather;
+  op.attrs.axis = 1;
+  const Shape x{2, 3};
+  const ConstTensorView views[] = {{nullptr, &x}};
+  REQUIRE(cpu::gather_applies(op, views));
+  CHECK(cpu::gather_applies(op, views)->find("uses the reference") != std::string::npos);
+  op.attrs.axis = 0;
+  CHECK_FALSE(cpu::gather_applies(op, views));
+  op.name = "embedding";
+  op.attrs.indices = {0, 2};
+  op.attrs.indices_shape = {2};
+  const std::vector<float> data(6, 1.0f);
+  const ConstTensorView inputs[] = {{data.data(), &x}};
+  const Shape out_shape{2, 3};
+  std::vector<float> out(6);
+  const graph::Region whole = graph::Region::whole(out_shape);
+  const TileKernelVariant* variant =
+      kernels::find_tile_kernel_variant(OpType::Gather, "cpu.gather");
+  REQUIRE(variant != nullptr);
+  try {
+    variant->run({.op = &op,
+                  .inputs = inputs,
+                  .input_count = 1,
+                  .output = {out.data(), &out_shape},
+                  .region = &whole});
+    FAIL("no error for index 2 of an axis of 2");
+  } catch (const std::exception& e) {
+    CHECK(std::string(e.what()).find("index 2 is out of range for axis 0 of size 2") !=
+          std::string::npos);
+    CHECK(std::string(e.what()).find("embedding") != std::string::npos);
+  }
+}
+
+TEST_CASE(
     "FusedAttention: the bits of the MatMul, Softmax, MatMul it replaces, reference and CPU") {
   // graph/fuse_attention.hpp. The reference kernel must give the reference
   // chain's bits; cpu.attention, tiled at random, the bits of

@@ -15,6 +15,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/simple_ops.hpp"
 #include "kernels/cpu/vector_ops.hpp"
+#include "kernels/reference/reference_kernels.hpp"
 #include "kernels/reference/tile_loops.hpp"
 
 namespace tessera::kernels::cpu {
@@ -409,8 +410,8 @@ std::optional<std::string> gather_applies(const graph::Operator& op,
   return std::nullopt;
 }
 
-// The reference's index maps (output dim -> data and indices strides), with
-// one index per output row: the last output dim is a data dim after the
+// The reference's index maps (reference::gather_maps), with one index per
+// output row: the last output dim is a data dim after the
 // axis, so a row is a contiguous run of the data, copied whole, its index
 // checked once. The reference reloaded and checked the index and copied one
 // float at a time: BERT's token embeddings ([8, 128] ids into [30522, 768])
@@ -420,54 +421,23 @@ void gather(const TileArgs& args) {
   if (const std::optional<std::string> why =
           gather_applies(*args.op, std::span<const ConstTensorView>(args.inputs, args.input_count)))
     fail(args, kGather, *why);
-  const graph::OpAttributes& a = args.op->attrs;
-  const graph::Shape& data_shape = *args.inputs[0].shape;
-  const graph::Shape& out_shape = *args.output.shape;
-  const bool runtime_indices = args.input_count == 2;
-  const graph::Shape& indices_shape = runtime_indices ? *args.inputs[1].shape : a.indices_shape;
-  // Run-time indices are an int64 arena tensor; constant ones attributes.
-  const auto* indices =
-      runtime_indices ? reinterpret_cast<const int64_t*>(args.inputs[1].data) : a.indices.data();
-  if (!runtime_indices &&
-      static_cast<int64_t>(a.indices.size()) != graph::shape_numel(indices_shape))
-    fail(args, kGather, "constant indices do not match indices_shape");
-  const size_t q = indices_shape.size(), axis = static_cast<size_t>(a.axis);
-  const size_t rank = out_shape.size();
-  if (rank != data_shape.size() - 1 + q)
-    fail(args, kGather, "data, indices and output ranks do not fit");
-  const std::vector<int64_t> data_dense = graph::shape_strides(data_shape);
-  const std::vector<int64_t> indices_dense = graph::shape_strides(indices_shape);
-  std::vector<int64_t> data_strides(rank, 0), indices_strides(rank, 0);
-  for (size_t d = 0; d < rank; ++d) {
-    const bool before = d < axis, index_dim = !before && d < axis + q;
-    if (before)
-      data_strides[d] = data_dense[d];
-    else if (index_dim)
-      indices_strides[d] = indices_dense[d - axis];
-    else
-      data_strides[d] = data_dense[d - q + 1];
-    if (out_shape[d] != (before      ? data_shape[d]
-                         : index_dim ? indices_shape[d - axis]
-                                     : data_shape[d - q + 1]))
-      fail(args, kGather,
-           "output " + graph::shape_to_string(out_shape) + " does not fit data " +
-               graph::shape_to_string(data_shape) + " and indices " +
-               graph::shape_to_string(indices_shape));
-  }
-  const std::vector<int64_t> out_strides = graph::shape_strides(out_shape);
-  const int64_t axis_size = data_shape[axis], axis_stride = data_dense[axis];
+  reference::GatherMaps maps;
+  if (const std::optional<std::string> why = reference::gather_maps(args, maps))
+    fail(args, kGather, *why);
   const float* data = args.inputs[0].data;
   float* out = args.output.data;
   reference::for_each_row<3>(
-      *args.region, {out_strides.data(), data_strides.data(), indices_strides.data()},
+      *args.region,
+      {maps.out_strides.data(), maps.data_strides.data(), maps.indices_strides.data()},
       [&](const int64_t*, const std::array<int64_t, 3>& offsets, int64_t length) {
-        int64_t index = indices[offsets[2]];
-        if (index < -axis_size || index >= axis_size)
+        int64_t index = maps.indices[offsets[2]];
+        if (index < -maps.axis_size || index >= maps.axis_size)
           fail(args, kGather,
                "index " + std::to_string(index) + " is out of range for axis " +
-                   std::to_string(axis) + " of size " + std::to_string(axis_size));
-        if (index < 0) index += axis_size;
-        std::memcpy(out + offsets[0], data + offsets[1] + index * axis_stride,
+                   std::to_string(args.op->attrs.axis) + " of size " +
+                   std::to_string(maps.axis_size));
+        if (index < 0) index += maps.axis_size;
+        std::memcpy(out + offsets[0], data + offsets[1] + index * maps.axis_stride,
                     static_cast<size_t>(length) * sizeof(float));
       });
 }

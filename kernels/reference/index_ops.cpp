@@ -80,8 +80,7 @@ void slice(const TileArgs& args) {
   strided_copy(args, strides, base);
 }
 
-void gather(const TileArgs& args) {
-  check_tile_args(args, 1, 2);
+std::optional<std::string> gather_maps(const TileArgs& args, GatherMaps& maps) {
   const graph::OpAttributes& a = args.op->attrs;
   const graph::Shape& data_shape = *args.inputs[0].shape;
   const graph::Shape& out_shape = *args.output.shape;
@@ -89,55 +88,63 @@ void gather(const TileArgs& args) {
   const graph::Shape& indices_shape = runtime_indices ? *args.inputs[1].shape : a.indices_shape;
   // Runtime indices live in an int64 arena tensor (the ConstTensorView
   // points at its bytes); constant ones in the attributes.
-  const auto* indices =
+  maps.indices =
       runtime_indices ? reinterpret_cast<const int64_t*>(args.inputs[1].data) : a.indices.data();
   if (!runtime_indices &&
       static_cast<int64_t>(a.indices.size()) != graph::shape_numel(indices_shape))
-    fail(args, "constant indices do not match indices_shape");
+    return std::string("constant indices do not match indices_shape");
   const size_t q = indices_shape.size();
   if (a.axis < 0 || static_cast<size_t>(a.axis) >= data_shape.size() ||
       out_shape.size() != data_shape.size() - 1 + q)
-    fail(args, "axis, data, indices and output ranks do not fit");
+    return std::string("axis, data, indices and output ranks do not fit");
   const auto axis = static_cast<size_t>(a.axis);
-  const int64_t axis_size = data_shape[axis];
-
-  // Per output dim: its stride into the data (0 over the indices' dims) and
-  // into the indices (0 elsewhere).
   const std::vector<int64_t> data_dense = graph::shape_strides(data_shape);
   const std::vector<int64_t> indices_dense = graph::shape_strides(indices_shape);
   const size_t rank = out_shape.size();
-  std::vector<int64_t> data_strides(rank, 0), indices_strides(rank, 0);
+  maps.data_strides.assign(rank, 0);
+  maps.indices_strides.assign(rank, 0);
   for (size_t d = 0; d < rank; ++d) {
     if (d < axis)
-      data_strides[d] = data_dense[d];
+      maps.data_strides[d] = data_dense[d];
     else if (d < axis + q)
-      indices_strides[d] = indices_dense[d - axis];
+      maps.indices_strides[d] = indices_dense[d - axis];
     else
-      data_strides[d] = data_dense[d - q + 1];
+      maps.data_strides[d] = data_dense[d - q + 1];
     if (out_shape[d] != (d < axis       ? data_shape[d]
                          : d < axis + q ? indices_shape[d - axis]
                                         : data_shape[d - q + 1]))
-      fail(args, "output " + graph::shape_to_string(out_shape) + " does not fit data " +
-                     graph::shape_to_string(data_shape) + " and indices " +
-                     graph::shape_to_string(indices_shape));
+      return "output " + graph::shape_to_string(out_shape) + " does not fit data " +
+             graph::shape_to_string(data_shape) + " and indices " +
+             graph::shape_to_string(indices_shape);
   }
-  const std::vector<int64_t> out_strides = graph::shape_strides(out_shape);
-  const int64_t data_step = last_or_zero(data_strides);
-  const int64_t indices_step = last_or_zero(indices_strides);
+  maps.out_strides = graph::shape_strides(out_shape);
+  maps.axis_size = data_shape[axis];
+  maps.axis_stride = data_dense[axis];
+  return std::nullopt;
+}
+
+void gather(const TileArgs& args) {
+  check_tile_args(args, 1, 2);
+  GatherMaps maps;
+  if (const std::optional<std::string> why = gather_maps(args, maps)) fail(args, *why);
+  const int64_t data_step = last_or_zero(maps.data_strides);
+  const int64_t indices_step = last_or_zero(maps.indices_strides);
   const float* data = args.inputs[0].data;
   float* out = args.output.data;
-  for_each_row<3>(
-      *args.region, {out_strides.data(), data_strides.data(), indices_strides.data()},
-      [&](const int64_t*, const std::array<int64_t, 3>& offsets, int64_t length) {
-        for (int64_t i = 0; i < length; ++i) {
-          int64_t index = indices[offsets[2] + i * indices_step];
-          if (index < -axis_size || index >= axis_size)
-            fail(args, "index " + std::to_string(index) + " is out of range for axis " +
-                           std::to_string(axis) + " of size " + std::to_string(axis_size));
-          if (index < 0) index += axis_size;
-          out[offsets[0] + i] = data[offsets[1] + i * data_step + index * data_dense[axis]];
-        }
-      });
+  for_each_row<3>(*args.region,
+                  {maps.out_strides.data(), maps.data_strides.data(), maps.indices_strides.data()},
+                  [&](const int64_t*, const std::array<int64_t, 3>& offsets, int64_t length) {
+                    for (int64_t i = 0; i < length; ++i) {
+                      int64_t index = maps.indices[offsets[2] + i * indices_step];
+                      if (index < -maps.axis_size || index >= maps.axis_size)
+                        fail(args, "index " + std::to_string(index) + " is out of range for axis " +
+                                       std::to_string(args.op->attrs.axis) + " of size " +
+                                       std::to_string(maps.axis_size));
+                      if (index < 0) index += maps.axis_size;
+                      out[offsets[0] + i] =
+                          data[offsets[1] + i * data_step + index * maps.axis_stride];
+                    }
+                  });
 }
 
 }  // namespace tessera::kernels::reference

@@ -8,6 +8,11 @@
 // depends on the region (each element accumulates over its reduction indices
 // in a fixed order), so any tiling of the output gives bitwise identical
 // results — the property ASPEN's tile-wise dataflow execution relies on.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "kernels/tile_kernel.hpp"
 
 namespace tessera::kernels::reference {
@@ -71,6 +76,19 @@ void where(const TileArgs& args);
 // attributes), Expand (broadcast), Slice (strided box).
 void transpose(const TileArgs& args);
 void gather(const TileArgs& args);
+
+// A Gather tile's index maps, shared with cpu.gather: per output dim, its
+// stride into the output, the data (0 over the indices' dims) and the
+// indices (0 elsewhere); output element i reads data[offset + index ·
+// axis_stride] with index = indices[its indices offset] (negative counts
+// from the end; range checked by the caller). Returns why the shapes and
+// attributes do not fit, or nothing.
+struct GatherMaps {
+  const int64_t* indices = nullptr;
+  std::vector<int64_t> out_strides, data_strides, indices_strides;
+  int64_t axis_size = 0, axis_stride = 0;
+};
+std::optional<std::string> gather_maps(const TileArgs& args, GatherMaps& maps);
 void expand(const TileArgs& args);
 void slice(const TileArgs& args);
 

@@ -68,6 +68,11 @@ std::vector<RewrittenPattern> fuse_softmax_inputs(Graph& graph) {
     // A copy: additive_mask() may grow graph.tensors.
     const Shape x_shape = graph.tensors[static_cast<size_t>(softmax.inputs[0])].shape;
     if (x_shape.empty() || softmax.attrs.axis + 1 != static_cast<int64_t>(x_shape.size())) continue;
+    // An operand that may stand for the scores: float32 of their shape.
+    auto scores_like = [&](int32_t t) {
+      const TensorInfo& info = graph.tensors[static_cast<size_t>(t)];
+      return info.shape == x_shape && info.dtype == DType::Float32;
+    };
     int32_t x = softmax.inputs[0];
     int32_t mask = -1;
     float alpha = 1.0f;
@@ -78,10 +83,9 @@ std::vector<RewrittenPattern> fuse_softmax_inputs(Graph& graph) {
       for (int order = 0; order < 2 && mask < 0; ++order) {
         const int32_t a = add->inputs[static_cast<size_t>(order)];
         const int32_t m = add->inputs[static_cast<size_t>(1 - order)];
-        const TensorInfo& ai = graph.tensors[static_cast<size_t>(a)];
         const TensorInfo& mi = graph.tensors[static_cast<size_t>(m)];
-        if (ai.shape != x_shape || ai.dtype != DType::Float32 || mi.dtype != DType::Float32 ||
-            !broadcasts_to(mi.shape, x_shape) || a == m)
+        if (!scores_like(a) || mi.dtype != DType::Float32 || !broadcasts_to(mi.shape, x_shape) ||
+            a == m)
           continue;
         mask = m;
         x = a;
@@ -90,13 +94,13 @@ std::vector<RewrittenPattern> fuse_softmax_inputs(Graph& graph) {
       }
     } else if (Operator* where = single_use_producer(x);
                where && where->type == OpType::Where && where->inputs.size() == 3) {
-      const int32_t a = where->inputs[1];
-      const bool x_fits = graph.tensors[static_cast<size_t>(a)].shape == x_shape &&
-                          graph.tensors[static_cast<size_t>(a)].dtype == DType::Float32;
+      const int32_t a = where->inputs[1], condition = where->inputs[0];
+      // The mask takes the condition's shape: checked before one is built.
+      const bool fits = scores_like(a) &&
+                        broadcasts_to(graph.tensors[static_cast<size_t>(condition)].shape, x_shape);
       // (additive_mask() may grow graph.tensors: no reference into it is held.)
-      const int32_t m =
-          x_fits ? additive_mask(graph, where->inputs[0], where->inputs[2], masks) : -1;
-      if (m >= 0 && broadcasts_to(graph.tensors[static_cast<size_t>(m)].shape, x_shape)) {
+      const int32_t m = fits ? additive_mask(graph, condition, where->inputs[2], masks) : -1;
+      if (m >= 0) {
         mask = m;
         x = a;
         removed[static_cast<size_t>(uses.producer[static_cast<size_t>(softmax.inputs[0])])] = true;
@@ -110,9 +114,8 @@ std::vector<RewrittenPattern> fuse_softmax_inputs(Graph& graph) {
       for (int order = 0; order < (scale->type == OpType::Mul ? 2 : 1); ++order) {
         const int32_t a = scale->inputs[static_cast<size_t>(order)];
         const TensorInfo& ci = graph.tensors[static_cast<size_t>(scale->inputs[1 - order])];
-        const TensorInfo& ai = graph.tensors[static_cast<size_t>(a)];
         if (!ci.is_weight || ci.weight.size() != 1 || shape_numel(ci.shape) != 1 ||
-            ai.shape != x_shape || ai.dtype != DType::Float32 || ci.weight[0] == 0.0f)
+            !scores_like(a) || ci.weight[0] == 0.0f)
           continue;
         alpha = scale->type == OpType::Mul ? ci.weight[0] : 1.0f / ci.weight[0];
         removed[static_cast<size_t>(uses.producer[static_cast<size_t>(x)])] = true;

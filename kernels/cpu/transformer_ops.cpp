@@ -432,10 +432,7 @@ void gather(const TileArgs& args) {
       [&](const int64_t*, const std::array<int64_t, 3>& offsets, int64_t length) {
         int64_t index = maps.indices[offsets[2]];
         if (index < -maps.axis_size || index >= maps.axis_size)
-          fail(args, kGather,
-               "index " + std::to_string(index) + " is out of range for axis " +
-                   std::to_string(args.op->attrs.axis) + " of size " +
-                   std::to_string(maps.axis_size));
+          fail(args, kGather, maps.out_of_range(index, args.op->attrs.axis));
         if (index < 0) index += maps.axis_size;
         std::memcpy(out + offsets[0], data + offsets[1] + index * maps.axis_stride,
                     static_cast<size_t>(length) * sizeof(float));

@@ -137,9 +137,7 @@ void gather(const TileArgs& args) {
                     for (int64_t i = 0; i < length; ++i) {
                       int64_t index = maps.indices[offsets[2] + i * indices_step];
                       if (index < -maps.axis_size || index >= maps.axis_size)
-                        fail(args, "index " + std::to_string(index) + " is out of range for axis " +
-                                       std::to_string(args.op->attrs.axis) + " of size " +
-                                       std::to_string(maps.axis_size));
+                        fail(args, maps.out_of_range(index, args.op->attrs.axis));
                       if (index < 0) index += maps.axis_size;
                       out[offsets[0] + i] =
                           data[offsets[1] + i * data_step + index * maps.axis_stride];

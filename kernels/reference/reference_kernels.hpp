@@ -87,6 +87,11 @@ struct GatherMaps {
   const int64_t* indices = nullptr;
   std::vector<int64_t> out_strides, data_strides, indices_strides;
   int64_t axis_size = 0, axis_stride = 0;
+  // The message for an index outside [-axis_size, axis_size).
+  std::string out_of_range(int64_t index, int64_t axis) const {
+    return "index " + std::to_string(index) + " is out of range for axis " + std::to_string(axis) +
+           " of size " + std::to_string(axis_size);
+  }
 };
 std::optional<std::string> gather_maps(const TileArgs& args, GatherMaps& maps);
 void expand(const TileArgs& args);

@@ -52,21 +52,23 @@ grep -o -m1 'avx512[a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ' | tee -a "$OUT
 
 # Session 25 (H100 machine, 16-core Xeon): each CNN took ~65 s with the four peers and two
 # rounds (PyTorch's start-up and TorchScript's trace dominate), BERT ~70 s, GPT-2 at 1024 ~80 s
-# with three peers; VGG-16 did not fit the first call. Budget for it.
+# with three peers; VGG-16 did not fit the first call. Budget for it. The transformers come
+# first (they changed most since session 25); CNN_PEERS trims the CNN stage's peers.
 PEERS=(--tessera "$TESSERA" --threads "$THREADS" --rounds 2 --iterations 10 --warmup 2
        --models-dir /tmp/tessera_models)
-ALL=(--peers tessera ort torch torchscript)
-stage peers "${PEERS_LIMIT:-280}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" "${ALL[@]}" \
-  --models resnet50 mobilenetv2 efficientnet_b0 yolo --json "$OUT/peers.json"
 stage bert "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers tessera ort torch --models bert --json "$OUT/bert.json"
 stage gpt2 "${GPT2_LIMIT:-100}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers tessera ort torch --models gpt2 --seq 1024 --json "$OUT/gpt2.json"
-stage scaling "${SCALING_LIMIT:-40}" "$PY" bench/e2e/synthetic_conv.py --tessera "$TESSERA" \
-  --threads 1 2 4 8 "$THREADS" --iterations 5 --output "$OUT/scaling"
-stage vgg16 "${VGG_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
-  --peers tessera ort torch --models vgg16 --json "$OUT/vgg16.json"
 stage bert_b8 "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers tessera ort --models bert --batch 8 --json "$OUT/bert_b8.json"
 stage bert_s384 "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers tessera ort --models bert --seq 384 --json "$OUT/bert_s384.json"
+# shellcheck disable=SC2086
+stage peers "${PEERS_LIMIT:-280}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
+  --peers ${CNN_PEERS:-tessera ort torch torchscript} \
+  --models resnet50 mobilenetv2 efficientnet_b0 yolo --json "$OUT/peers.json"
+stage scaling "${SCALING_LIMIT:-40}" "$PY" bench/e2e/synthetic_conv.py --tessera "$TESSERA" \
+  --threads 1 2 4 8 "$THREADS" --iterations 5 --output "$OUT/scaling"
+stage vgg16 "${VGG_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
+  --peers tessera ort torch --models vgg16 --json "$OUT/vgg16.json"

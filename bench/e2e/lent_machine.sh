@@ -19,9 +19,12 @@ if [ "${1:-}" = "--pack" ]; then
   rm -rf .devlib && mkdir -p .devlib
   # The C and C++ runtimes come from the machine itself (its glibc is newer); the rest
   # (hwloc, oneTBB, onnx, protobuf, udev) is not installed there.
-  ldd build/bin/tessera | awk '/=> \// {print $3}' |
+  # bench_sgemm's too (oneDNN, Google Benchmark), for the sgemm stage; oneDNN's 40 MB
+  # travel xz-compressed (the working tree that travels is limited to 64 MiB).
+  ldd build/bin/tessera build/bin/bench_sgemm | awk '/=> \// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     xargs -I{} cp -L {} .devlib/
+  xz -T0 -6 .devlib/libdnnl.so.*
   grep -qx '/.devlib/' .git/info/exclude 2>/dev/null || echo '/.devlib/' >>.git/info/exclude
   ls -la .devlib
   exit 0
@@ -49,6 +52,7 @@ stage() {  # stage NAME SECONDS COMMAND...
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|L[23])' | tee "$OUT/machine.txt"
 grep -o -m1 'avx512[a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ' | tee -a "$OUT/machine.txt"; echo
 "$TESSERA" --help >/dev/null 2>&1 || { echo "tessera does not start here"; exit 1; }
+for f in .devlib/*.xz; do [ -e "$f" ] && xz -dkf "$f"; done
 
 # Session 25 (H100 machine, 16-core Xeon): each CNN took ~65 s with the four peers and two
 # rounds (PyTorch's start-up and TorchScript's trace dominate), BERT ~70 s, GPT-2 at 1024 ~80 s
@@ -56,14 +60,37 @@ grep -o -m1 'avx512[a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ' | tee -a "$OUT
 # first (they changed most since session 25); CNN_PEERS trims the CNN stage's peers.
 PEERS=(--tessera "$TESSERA" --threads "$THREADS" --rounds 2 --iterations 10 --warmup 2
        --models-dir /tmp/tessera_models)
+# This CPU's clock, FMA peak and the GEMM microkernels against oneDNN on ResNet-50's conv
+# shapes, 1 thread: whether a gap to ONNX Runtime here is the GEMM or the rest.
+stage sgemm "${SGEMM_LIMIT:-40}" env LD_LIBRARY_PATH="$ROOT/.devlib" build/bin/bench_sgemm \
+  --benchmark_min_time=0.2s --benchmark_filter='sgemm/(square_2048|res[2-5]_3x3_[0-9x]*)/(gemm_6x64__avx512|gemm_14x32__avx512|onednn)$'
+# ResNet-50 at 1 thread: against ONNX Runtime, then Tessera with and without Winograd
+# (alternating), with the per-kernel-type profile.
+resnet50_one_thread() {
+  "$PY" bench/e2e/compare_peers.py --tessera "$TESSERA" --threads 1 --rounds 2 --iterations 10 \
+    --warmup 2 --models-dir /tmp/tessera_models --peers tessera ort --models resnet50 || return
+  local model=/tmp/tessera_models/resnet50_n1.onnx
+  "$TESSERA" compile "$model" -o /tmp/r50_w.tess --threads 1 >/dev/null || return
+  "$TESSERA" compile "$model" -o /tmp/r50_nw.tess --threads 1 --no-winograd >/dev/null || return
+  for round in 1 2; do
+    for variant in w nw; do
+      echo "round $round, $variant:"
+      "$TESSERA" run /tmp/r50_$variant.tess --threads 1 --iterations 20 --warmup 3 --profile |
+        sed -n '2p;5,9p'
+    done
+  done
+}
+export -f resnet50_one_thread
+export PY TESSERA
+stage r50_1t "${R50_LIMIT:-60}" bash -c resnet50_one_thread
 stage bert "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers tessera ort torch --models bert --json "$OUT/bert.json"
 stage gpt2 "${GPT2_LIMIT:-100}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers tessera ort torch --models gpt2 --seq 1024 --json "$OUT/gpt2.json"
 stage bert_b8 "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
-  --peers tessera ort --models bert --batch 8 --json "$OUT/bert_b8.json"
+  --peers ${TRANSFORMER_PEERS:-tessera ort} --models bert --batch 8 --json "$OUT/bert_b8.json"
 stage bert_s384 "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
-  --peers tessera ort --models bert --seq 384 --json "$OUT/bert_s384.json"
+  --peers ${TRANSFORMER_PEERS:-tessera ort} --models bert --seq 384 --json "$OUT/bert_s384.json"
 # shellcheck disable=SC2086
 stage peers "${PEERS_LIMIT:-280}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers ${CNN_PEERS:-tessera ort torch torchscript} \

@@ -300,13 +300,14 @@ int64_t busiest_core(const std::vector<int64_t>& tiles, int64_t threads) {
 // first core then idle; `tessera run --trace`), its 320-channel one two and
 // three panels (97 and 198 us). This tries every pair of runs down to
 // `max_row_runs` and the panels, costs each tile as pixels x channels, and
-// keeps the pair whose busiest core has the least, if that is at least 10%
-// less than the given pair's; among near ties, the fewest tiles.
-// Pairs with tiles under kMinWorkPerTile (work_per_output per output
-// element) are not considered.
+// keeps the pair whose busiest core has the least, if that is at least
+// `min_gain_percent` (10% unless said) less than the given pair's; among
+// near ties, the fewest tiles. Pairs with tiles under kMinWorkPerTile
+// (work_per_output per output element) are not considered.
 std::pair<int64_t, int64_t> balanced_small_map_runs(const Shape& out, int64_t row_runs,
                                                     int64_t channel_parts, int64_t threads,
-                                                    int64_t max_row_runs, int64_t work_per_output) {
+                                                    int64_t max_row_runs, int64_t work_per_output,
+                                                    int64_t min_gain_percent = 10) {
   struct Candidate {
     int64_t busiest = 0, smallest = 0;
     size_t tiles = 0;
@@ -332,9 +333,20 @@ std::pair<int64_t, int64_t> balanced_small_map_runs(const Shape& out, int64_t ro
           (c.busiest * 50 <= best.busiest * 51 && c.tiles < best.tiles))
         best = c, choice = {rows, parts};
     }
-  return best.busiest * 10 <= given.busiest * 9
+  return best.busiest * 100 <= given.busiest * (100 - min_gain_percent)
              ? choice
              : std::pair<int64_t, int64_t>{row_runs, channel_parts};
+}
+
+// A conv whose constant weights are large (kLargeWeightBytes) and whose
+// output channels outnumber its output pixels: its GEMM's B (K x channels)
+// is larger than its A (pixels x K), as weight_column_runs() below asks of a
+// MatMul. The YOLO-style head's 13x13 convs, 512 -> 1024 channels (18.9 MB
+// of weights) and 256 -> 512.
+bool weights_outweigh_map(const Graph& graph, const Operator& op, const Shape& out) {
+  if (op.inputs.size() < 2 || out.size() != 4) return false;
+  const TensorInfo& w = graph.tensors[static_cast<size_t>(op.inputs[1])];
+  return w.is_weight && shape_numel(w.shape) * 4 >= kLargeWeightBytes && out[1] > out[2] * out[3];
 }
 
 // A MatMul or Gemm whose B is one [K, N] matrix shared by all its rows, and
@@ -541,6 +553,16 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
       std::tie(per_image, channel_parts) = balanced_small_map_runs(
           out, per_image, channel_parts, busy, std::max<int64_t>(1, out[2] / fewest_rows),
           op_work(op, in, out) / std::max<int64_t>(1, shape_numel(out)));
+    } else if (op.type == OpType::Conv && options.tiles <= 0 && per_image > 1 &&
+               weights_outweigh_map(graph, op, out)) {
+      // Runs of rows each stream all the weights, and an odd number of rows
+      // splits unevenly; runs of channels each read their own share of the
+      // weights once. So channel runs are taken where they leave the busiest
+      // core 2% less, not 10%, and no more runs of rows are cut.
+      std::tie(per_image, channel_parts) =
+          balanced_small_map_runs(out, per_image, 1, busy, per_image,
+                                  op_work(op, in, out) / std::max<int64_t>(1, shape_numel(out)),
+                                  /*min_gain_percent=*/2);
     }
     std::vector<Region> tiles;
     for (int64_t n = 0; n < images; ++n)

@@ -434,6 +434,44 @@ TEST_CASE("tiler: a small map with more threads than channel panels runs half as
     CHECK(n.region.end[2] - n.region.begin[2] == 7);
 }
 
+TEST_CASE("tiler: a conv whose large weights outweigh its map is cut by channels") {
+  // The YOLO-style head's 13x13 convs: more output channels than pixels and
+  // 512 KiB or more of weights. Two runs of rows (7 and 6 rows) would each
+  // stream all the weights and leave one core 17% more; two runs of 512
+  // channels over the whole map are even and read each weight once.
+  GraphBuilder b;
+  int32_t x = b.input("x", {1, 256, 13, 13});
+  int32_t w = b.weight("w", {1024, 256, 1, 1});
+  b.g.outputs = {b.op(OpType::Conv, {x, w}, spatial_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}))};
+  auto nodes = build_tile_nodes(b.g, TilerOptions{0, 2});
+  check_tile_graph(b.g, nodes);
+  REQUIRE(nodes.size() == 2);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(nodes[i].region.begin[2] == 0);
+    CHECK(nodes[i].region.end[2] == 13);
+    CHECK(nodes[i].region.begin[1] == static_cast<int64_t>(i) * 512);
+    CHECK(nodes[i].region.end[1] == static_cast<int64_t>(i + 1) * 512);
+  }
+  // Fewer channels than pixels (B smaller than A), or weights under 512 KiB:
+  // runs of rows, as before.
+  for (const auto& [in_channels, out_channels] :
+       {std::pair<int64_t, int64_t>{1024, 128}, std::pair<int64_t, int64_t>{64, 1024}}) {
+    CAPTURE(out_channels);
+    GraphBuilder r;
+    int32_t rx = r.input("x", {1, in_channels, 13, 13});
+    int32_t rw = r.weight("w", {out_channels, in_channels, 1, 1});
+    r.g.outputs = {
+        r.op(OpType::Conv, {rx, rw}, spatial_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}))};
+    auto rows = build_tile_nodes(r.g, TilerOptions{0, 2});
+    REQUIRE(rows.size() >= 2);
+    for (const TileNode& n : rows) {
+      CHECK(n.region.begin[1] == 0);
+      CHECK(n.region.end[1] == out_channels);
+    }
+  }
+}
+
 TEST_CASE("tiler: a global average pool gets one tile per image") {
   for (int64_t images : {1, 3}) {
     CAPTURE(images);

@@ -291,6 +291,9 @@ int main(int argc, char** argv) {
     run_sparse("32x32 blocks " + pct + " + 1% unstructured", mixed, nullptr, true);
     const sparse::SparseLayout blocks_only{.block = 3, .min_block_nonzeros = 1};
     run_sparse("  same, BSR 32x32 only (no CSR part)", mixed, &blocks_only, false);
+    // Half-full blocks or more as BSR, the scattered 1% as CSR, whatever the cover chose.
+    const sparse::SparseLayout blocks_and_csr{.block = 3, .min_block_nonzeros = 512};
+    run_sparse("  same, BSR 32x32 + CSR", mixed, &blocks_and_csr, false);
   }
   {
     // Mixed structure: the cover's choice against single-shape layouts.

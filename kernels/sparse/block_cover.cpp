@@ -36,12 +36,20 @@ constexpr double kCsrDensityCrossover = 0.58;
 //    packing and C writes) ⇒ ~95%.
 constexpr double kBsrDensityCrossover[kSparseBlockShapeCount] = {0.13, 0.37, 0.60, 0.95};
 // A part beyond the first re-packs the chunk's rows of A (K floats a row)
-// and passes over its rows of C (N floats) again, whatever it stores: the
-// 32×32 sweep above puts that at ~1.8 ms of the 18.5 ms dense time at
-// 1024³, i.e. 1.8 / 18.5 · 1024² / (1024 + 1024) ≈ 50 dense multiply-adds'
-// time per float of a row of A and C. bench_spmm's mixed case agrees: at
-// 10% density (6% in 32×32 blocks) CSR alone ran 3.5 ms, 32×32 + CSR 3.8.
-constexpr double kExtraPartPerRowFloat = 50.0;
+// and passes over its rows of C (N floats) again, whatever it stores. When
+// these constants were set that was ~1.8 ms of the 18.5 ms dense time at
+// 1024³ (≈ 50 dense multiply-adds' time per float of a row of A and C).
+// The kernels have since lost most of it: bench_spmm (1024³, 1 thread, 2-core
+// Zen 5 EPYC, dense 8.8 ms), 32×32 blocks at 90% plus 1% unstructured ran
+// 1.84 ms as BSR + CSR against 1.25 ms for the blocks alone and 0.57 ms for
+// a 1% CSR alone, and the time of each format against its density has an
+// intercept of ~4% of the dense time (CSR 1–50%, BSR 32×32 10–90%): about
+// 0.04 · 1024² / (1024 + 1024) ≈ 20 per float. At 50 the cover chose CSR
+// alone for that weight (2.13 ms, 4.1× dense); at 20 BSR + CSR (1.86 ms,
+// 4.75×), and on the mixed 32×32 + 16×1 + scattered weight BSR 32×32 + CSR
+// (2.05 ms) over CSR alone (2.13 ms). The pruned ResNet-50, MobileNetV2 and
+// BERT of bench/e2e/compare_sparse.py compile to the same plans either way.
+constexpr double kExtraPartPerRowFloat = 20.0;
 
 constexpr const char* kCostsEnv = "TESSERA_SPARSE_COSTS";
 constexpr const char* kCacheHeader = "tessera sparse costs 1";

@@ -62,8 +62,13 @@ def main():
         for threads in args.threads:
             tess = os.path.join(work, f"t{threads}.tess")
             out_dir = os.path.join(work, f"out{threads}")
-            subprocess.run([args.tessera, "compile", args.model, "-o", tess, "--threads",
-                            str(threads)], check=True, capture_output=True)
+            report = subprocess.run([args.tessera, "compile", args.model, "-o", tess,
+                                     "--threads", str(threads)], check=True, capture_output=True,
+                                    text=True).stdout
+            # The kernel choice can differ between machines (Winograd is kept by measured cost).
+            winograd = [line.split()[0] for line in report.splitlines()
+                        if len(line.split()) > 2 and line.split()[2] == "cpu.conv_winograd"]
+            print(f"threads {threads:3d}: cpu.conv_winograd on {' '.join(winograd) or 'none'}")
             subprocess.run([args.tessera, "run", tess, *inputs, "--threads", str(threads),
                             "--output-dir", out_dir], check=True, capture_output=True)
             for k, name in enumerate(names):

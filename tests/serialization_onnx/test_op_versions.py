@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Fails when an op Tessera claims has an ONNX since-version up to Tessera's newest opset that
-the importer's reviewed table (serialization/onnx/onnx_importer.cpp, between the `BEGIN/END
+the importer's reviewed table (serialization/onnx/op_versions.cpp, between the `BEGIN/END
 reviewed op versions` markers) does not list, or when the table lists a version ONNX does not
 have. The ONNX version history comes from the `onnx` wheel's schemas (get_all_schemas_with_history),
 so a newer wheel that adds a version within the claimed opsets makes this test fail until the
 version is reviewed.
 
-    test_op_versions.py path/to/onnx_importer.cpp
+    test_op_versions.py path/to/op_versions.cpp
 """
 
 from __future__ import annotations

@@ -18,6 +18,27 @@
 
 namespace tessera::serialization::onnx_import {
 
+namespace {
+
+bool same_shape(const onnx::TensorShapeProto& theirs, const Shape& ours) {
+  if (theirs.dim_size() != static_cast<int>(ours.size())) return false;
+  for (int i = 0; i < theirs.dim_size(); ++i)
+    if (theirs.dim(i).has_dim_value() && theirs.dim(i).dim_value() != ours[i]) return false;
+  return true;
+}
+
+std::string shape_text(const onnx::TensorShapeProto& shape) {
+  std::string text = "[";
+  for (int i = 0; i < shape.dim_size(); ++i) {
+    if (i) text += ",";
+    const auto& d = shape.dim(i);
+    text += d.has_dim_value() ? std::to_string(d.dim_value()) : std::string("?");
+  }
+  return text + "]";
+}
+
+}  // namespace
+
 // A Reshape of `in` to `shape` named `out` (a view: no copy where the plan allows).
 void Importer::emit_reshape(const onnx::NodeProto& node, const std::string& name,
                             const std::string& in, const std::string& out, const Shape& shape) {
@@ -81,23 +102,6 @@ void Importer::check_declared(const onnx::NodeProto& node, const std::string& na
     fail_node(node, name,
               "Tessera computes output shape " + graph::shape_to_string(ours) +
                   " but the model declares " + shape_text(tt.shape()));
-}
-
-bool Importer::same_shape(const onnx::TensorShapeProto& theirs, const Shape& ours) {
-  if (theirs.dim_size() != static_cast<int>(ours.size())) return false;
-  for (int i = 0; i < theirs.dim_size(); ++i)
-    if (theirs.dim(i).has_dim_value() && theirs.dim(i).dim_value() != ours[i]) return false;
-  return true;
-}
-
-std::string Importer::shape_text(const onnx::TensorShapeProto& shape) {
-  std::string text = "[";
-  for (int i = 0; i < shape.dim_size(); ++i) {
-    if (i) text += ",";
-    const auto& d = shape.dim(i);
-    text += d.has_dim_value() ? std::to_string(d.dim_value()) : std::string("?");
-  }
-  return text + "]";
 }
 
 // ONNX's own shape inference for this node, fed the input shapes we know,

@@ -73,8 +73,6 @@ class Importer {
 
   // op_versions.cpp
   void read_opset(const onnx::ModelProto& model);
-  static const std::unordered_map<std::string, std::vector<int>>& reviewed_op_versions();
-  static bool is_supported_op(const std::string& op);
   void check_op_version(const onnx::NodeProto& node, const std::string& name) const;
   void reject_unsupported_ops(const onnx::GraphProto& g);
 
@@ -189,8 +187,6 @@ class Importer {
   void check_declared(const onnx::NodeProto& node, const std::string& name, const Shape& ours,
                       bool integer_constant, bool bool_output = false,
                       bool integer_output = false) const;
-  static bool same_shape(const onnx::TensorShapeProto& theirs, const Shape& ours);
-  static std::string shape_text(const onnx::TensorShapeProto& shape);
   void check_onnx_inference(const onnx::NodeProto& node, const std::string& name,
                             const graph::Operator& o, const Shape& ours) const;
   bool view_int64(const onnx::NodeProto& node, const std::string& name, const graph::Operator& o,
@@ -200,7 +196,6 @@ class Importer {
 
   // integers_and_folding.cpp
   static std::string int64_coverage(OpType type);
-  static bool integer_capable(OpType type);
   std::optional<onnx::NodeProto> integers_as_float(const onnx::NodeProto& node,
                                                    const std::string& name,
                                                    const graph::Operator& o,

@@ -24,7 +24,9 @@ std::string Importer::int64_coverage(OpType type) {
          std::string(graph::op_type_name(type));
 }
 
-bool Importer::integer_capable(OpType type) {
+namespace {
+
+bool integer_capable(OpType type) {
   switch (type) {
     case OpType::Add:
     case OpType::Sub:
@@ -52,6 +54,8 @@ bool Importer::integer_capable(OpType type) {
       return false;
   }
 }
+
+}  // namespace
 
 // Integer arithmetic at run time (RoBERTa's position ids: CumSum over
 // token ids != pad, times the mask, plus pad, as Gather indices) runs in

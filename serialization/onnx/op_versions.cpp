@@ -16,25 +16,6 @@ namespace {
 constexpr int64_t kMinOpset = 11;
 constexpr int64_t kMaxOpset = 28;
 
-}  // namespace
-
-void Importer::read_opset(const onnx::ModelProto& model) {
-  if (!model.has_graph() || model.opset_import_size() == 0)
-    fail("not a valid ONNX model (no graph or no opset import)");
-  bool found = false;
-  for (const auto& o : model.opset_import()) {
-    if (o.domain().empty() || o.domain() == "ai.onnx") {
-      opset_ = o.version();
-      found = true;
-    }
-  }
-  if (!found) fail("the model imports no opset of the default ONNX domain");
-  if (opset_ < kMinOpset || opset_ > kMaxOpset)
-    fail("opset " + std::to_string(opset_) + " is not supported (Tessera supports " +
-         std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
-  graph_.opset = opset_;
-}
-
 // BEGIN reviewed op versions (tests/serialization_onnx/test_op_versions.py parses this table)
 // Every op Tessera claims, with each since-version of its ONNX schema up to
 // kMaxOpset whose semantics the importer was checked against (the version
@@ -53,7 +34,7 @@ void Importer::read_opset(const onnx::ModelProto& model) {
 //   num_outputs, Squeeze/Unsqueeze-13 axes input, Mod-28 (defines float
 //   fmod = 0; Mod folds constants only), Attention-23 (bottom-right causal
 //   mask), -24 (nonpad_kv_seqlen: refused), -25 (windows).
-const std::unordered_map<std::string, std::vector<int>>& Importer::reviewed_op_versions() {
+const std::unordered_map<std::string, std::vector<int>>& reviewed_op_versions() {
   static const std::unordered_map<std::string, std::vector<int>> kVersions = {
       {"Abs", {6, 13}},
       {"Add", {7, 13, 14}},
@@ -149,8 +130,27 @@ const std::unordered_map<std::string, std::vector<int>>& Importer::reviewed_op_v
 }
 // END reviewed op versions
 
-bool Importer::is_supported_op(const std::string& op) {
+bool is_supported_op(const std::string& op) {
   return reviewed_op_versions().count(op) != 0;
+}
+
+}  // namespace
+
+void Importer::read_opset(const onnx::ModelProto& model) {
+  if (!model.has_graph() || model.opset_import_size() == 0)
+    fail("not a valid ONNX model (no graph or no opset import)");
+  bool found = false;
+  for (const auto& o : model.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") {
+      opset_ = o.version();
+      found = true;
+    }
+  }
+  if (!found) fail("the model imports no opset of the default ONNX domain");
+  if (opset_ < kMinOpset || opset_ > kMaxOpset)
+    fail("opset " + std::to_string(opset_) + " is not supported (Tessera supports " +
+         std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
+  graph_.opset = opset_;
 }
 
 // The since-version of `op`'s schema in force at this opset, when it was

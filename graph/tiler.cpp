@@ -338,15 +338,20 @@ std::pair<int64_t, int64_t> balanced_small_map_runs(const Shape& out, int64_t ro
              : std::pair<int64_t, int64_t>{row_runs, channel_parts};
 }
 
-// A conv whose constant weights are large (kLargeWeightBytes) and whose
-// output channels outnumber its output pixels: its GEMM's B (K x channels)
-// is larger than its A (pixels x K), as weight_column_runs() below asks of a
-// MatMul. The YOLO-style head's 13x13 convs, 512 -> 1024 channels (18.9 MB
-// of weights) and 256 -> 512.
-bool weights_outweigh_map(const Graph& graph, const Operator& op, const Shape& out) {
-  if (op.inputs.size() < 2 || out.size() != 4) return false;
+// Whether the op's second input (a conv's, Gemm's or MatMul's B) is a
+// constant weight of kLargeWeightBytes or more.
+bool large_constant_weights(const Graph& graph, const Operator& op) {
+  if (op.inputs.size() < 2) return false;
   const TensorInfo& w = graph.tensors[static_cast<size_t>(op.inputs[1])];
-  return w.is_weight && shape_numel(w.shape) * 4 >= kLargeWeightBytes && out[1] > out[2] * out[3];
+  return w.is_weight && shape_numel(w.shape) * 4 >= kLargeWeightBytes;
+}
+
+// A conv with large constant weights whose output channels outnumber its
+// output pixels: its GEMM's B (K x channels) is larger than its A (pixels x
+// K), as weight_column_runs() below asks of a MatMul. The YOLO-style head's
+// 13x13 convs, 512 -> 1024 channels (18.9 MB of weights) and 256 -> 512.
+bool weights_outweigh_map(const Graph& graph, const Operator& op, const Shape& out) {
+  return out.size() == 4 && large_constant_weights(graph, op) && out[1] > out[2] * out[3];
 }
 
 // A MatMul or Gemm whose B is one [K, N] matrix shared by all its rows, and
@@ -473,11 +478,8 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
     // ms, BERT-base 88.0-88.6 -> 84.9-86.4; MobileNetV2, EfficientNet-B0 and
     // GPT-2 the same within noise (tessera run, this 2-core Xeon).
     if ((op.type == OpType::Conv || op.type == OpType::Gemm || op.type == OpType::MatMul) &&
-        op.inputs.size() >= 2) {
-      const TensorInfo& w = graph.tensors[static_cast<size_t>(op.inputs[1])];
-      if (w.is_weight && shape_numel(w.shape) * 4 >= kLargeWeightBytes)
-        wanted = std::min(wanted, threads);
-    }
+        large_constant_weights(graph, op))
+      wanted = std::min(wanted, threads);
   }
 
   Region whole = Region::whole(out);
@@ -520,6 +522,10 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
       per_image = std::min(per_image, threads);
       if (busy > per_image) channel_parts = std::min(busy / per_image, panels);
     }
+    // The work per output element, for balanced_small_map_runs()'s minimum per tile.
+    auto work_per_output = [&] {
+      return op_work(op, in, out) / std::max<int64_t>(1, shape_numel(out));
+    };
     if (per_image > 1 && winograd == WinogradTiling::kWholeMaps) {
       // At most one channel tile per thread: each repeats the input
       // transform and its GEMMs get narrower (ResNet-50's 14×14×256 convs at
@@ -550,9 +556,9 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
       if (per_image * panels < busy)
         per_image = std::clamp<int64_t>((busy + panels - 1) / panels, per_image,
                                         std::max<int64_t>(per_image, out[2] / fewest_rows));
-      std::tie(per_image, channel_parts) = balanced_small_map_runs(
-          out, per_image, channel_parts, busy, std::max<int64_t>(1, out[2] / fewest_rows),
-          op_work(op, in, out) / std::max<int64_t>(1, shape_numel(out)));
+      std::tie(per_image, channel_parts) =
+          balanced_small_map_runs(out, per_image, channel_parts, busy,
+                                  std::max<int64_t>(1, out[2] / fewest_rows), work_per_output());
     } else if (op.type == OpType::Conv && options.tiles <= 0 && per_image > 1 &&
                weights_outweigh_map(graph, op, out)) {
       // Runs of rows each stream all the weights, and an odd number of rows
@@ -560,8 +566,7 @@ std::vector<Region> tile_op_output(const Graph& graph, int32_t op_index,
       // weights once. So channel runs are taken where they leave the busiest
       // core 2% less, not 10%, and no more runs of rows are cut.
       std::tie(per_image, channel_parts) =
-          balanced_small_map_runs(out, per_image, 1, busy, per_image,
-                                  op_work(op, in, out) / std::max<int64_t>(1, shape_numel(out)),
+          balanced_small_map_runs(out, per_image, 1, busy, per_image, work_per_output(),
                                   /*min_gain_percent=*/2);
     }
     std::vector<Region> tiles;

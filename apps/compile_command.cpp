@@ -123,7 +123,10 @@ BuiltTileGraph build_tile_graph(graph::Graph g, const graph::CompileOptions& opt
                                 const CompileArgs& args, const graph::SparsityConfig& sparsity,
                                 graph::CompileReport* report) {
   std::vector<std::string_view> disabled;
-  if (args.no_winograd) disabled.push_back("cpu.conv_winograd");
+  if (args.no_winograd) {
+    disabled.push_back("cpu.conv_winograd");
+    disabled.push_back("cpu.conv_winograd_2x2");
+  }
   // Tessera-dense on a pruned model (bench/e2e/compare_sparse.py). Names that
   // are not registered (cpu.conv_sparse until it lands) are simply never met.
   if (args.no_sparse_kernels)
@@ -257,7 +260,8 @@ Command add_compile_command(CLI::App& app) {
   sub->add_flag("--reference-kernels", args->reference_kernels,
                 "Use the scalar reference kernels everywhere (for checking and A/B runs)");
   sub->add_flag("--no-winograd", args->no_winograd,
-                "Never use the Winograd 3x3 conv kernel (cpu.conv_winograd), for A/B runs");
+                "Never use the Winograd 3x3 conv kernels (cpu.conv_winograd, "
+                "cpu.conv_winograd_2x2), for A/B runs");
   sub->add_flag("--no-sparse-kernels", args->no_sparse_kernels,
                 "Never use the sparse-weight kernels (cpu.gemm_sparse, cpu.matmul_sparse, "
                 "cpu.conv_sparse): pruned weights run dense, for A/B runs");

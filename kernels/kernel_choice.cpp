@@ -23,8 +23,17 @@ KernelChoice choose_kernel(const graph::Operator& op, std::span<const ConstTenso
         is_disabled ? std::optional<std::string>("disabled by a compile option")
                     : (v->applies ? v->applies(op, inputs) : std::nullopt);
     if (why_not) {
-      choice.skipped.push_back(std::string(v->name) + ": " + *why_not);
-      if (v->report_when_skipped) reported.push_back(choice.skipped.back());
+      const std::string reason = ": " + *why_not;
+      choice.skipped.push_back(std::string(v->name) + reason);
+      if (v->report_when_skipped) {
+        // Variants skipped for the same reason (the Winograd forms on a
+        // 1x1 conv) share one entry: "a, b: reason".
+        if (!reported.empty() && reported.back().ends_with(reason))
+          reported.back().insert(reported.back().size() - reason.size(),
+                                 ", " + std::string(v->name));
+        else
+          reported.push_back(choice.skipped.back());
+      }
       continue;
     }
     choice.kernel = std::string(v->name);

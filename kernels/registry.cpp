@@ -119,6 +119,10 @@ constexpr TileKernelVariant kKernelTable[] = {
     // (kernels/cpu/conv_winograd.cpp); the report says why it did not apply.
     {OpType::Conv, "cpu.conv_winograd", cpu::conv_winograd, cpu::prepare_conv_winograd,
      cpu::conv_winograd_applies, 12, kAnyLayout, /*report_when_skipped=*/true},
+    // The same on small maps (10x10 to 13x13) with F(2x2, 3x3); never on the
+    // maps cpu.conv_winograd takes.
+    {OpType::Conv, "cpu.conv_winograd_2x2", cpu::conv_winograd_2x2, cpu::prepare_conv_winograd_2x2,
+     cpu::conv_winograd_2x2_applies, 12, kAnyLayout, /*report_when_skipped=*/true},
     {OpType::Gemm, "cpu.gemm", cpu::gemm, cpu::prepare_gemm, cpu::gemm_applies, 10},
     {OpType::MatMul, "cpu.matmul", cpu::matmul, cpu::prepare_matmul, cpu::matmul_applies, 10},
     // Attention's activation-times-activation products: B packed per tile.

@@ -65,9 +65,10 @@ def main():
                                      "--threads", str(threads)], check=True, capture_output=True,
                                     text=True).stdout
             # The kernel choice can differ between machines (Winograd is kept by measured cost).
-            winograd = [line.split()[0] for line in report.splitlines()
-                        if len(line.split()) > 2 and line.split()[2] == "cpu.conv_winograd"]
-            print(f"threads {threads:3d}: cpu.conv_winograd on {' '.join(winograd) or 'none'}")
+            for form in ("cpu.conv_winograd", "cpu.conv_winograd_2x2"):
+                winograd = [line.split()[0] for line in report.splitlines()
+                            if len(line.split()) > 2 and line.split()[2] == form]
+                print(f"threads {threads:3d}: {form} on {' '.join(winograd) or 'none'}")
             subprocess.run([args.tessera, "run", tess, *inputs, "--threads", str(threads),
                             "--output-dir", out_dir], check=True, capture_output=True)
             for k, name in enumerate(names):

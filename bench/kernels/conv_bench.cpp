@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <span>
@@ -135,8 +136,9 @@ void run(const ConvBench& b, const char* variant_name, int repetitions) {
               flops / t_ref * 1e-9, t_ref / t_fast);
 }
 
-// cpu.conv_winograd vs cpu.conv_gemm on one tile of a 3×3 pad-1 conv, NHWC.
-void compare_winograd(const ConvBench& b, int repetitions) {
+// A Winograd form (cpu.conv_winograd or cpu.conv_winograd_2x2) vs
+// cpu.conv_gemm on one tile of a 3×3 pad-1 conv, NHWC.
+void compare_winograd(const ConvBench& b, int repetitions, const char* form) {
   graph::Operator op;
   op.name = b.label;
   op.type = graph::OpType::Conv;
@@ -182,10 +184,10 @@ void compare_winograd(const ConvBench& b, int repetitions) {
   const double flops =
       2.0 * static_cast<double>(tile.numel()) * static_cast<double>(b.channels * 9);
   const auto* gemm = kernels::find_tile_kernel_variant(graph::OpType::Conv, "cpu.conv_gemm");
-  const auto* wino = kernels::find_tile_kernel_variant(graph::OpType::Conv, "cpu.conv_winograd");
+  const auto* wino = kernels::find_tile_kernel_variant(graph::OpType::Conv, form);
   const auto* reference = kernels::find_tile_kernel_variant(graph::OpType::Conv, "reference");
   if (auto why = kernels::cpu::conv_winograd_supports(op, constants)) {
-    std::fprintf(stderr, "cpu.conv_winograd cannot run %s: %s\n", b.label, why->c_str());
+    std::fprintf(stderr, "%s cannot run %s: %s\n", form, b.label, why->c_str());
     std::exit(1);
   }
   const kernels::PreparedOp gemm_prepared = gemm->prepare(op, constants);
@@ -215,10 +217,11 @@ void compare_winograd(const ConvBench& b, int repetitions) {
       err_wino = std::max(err_wino, std::abs(y_wino[at] - ref));
     }
   std::printf(
-      "%-40s gemm %8.3f ms %6.1f GFLOP/s | winograd %8.3f ms %6.1f GFLOP/s | x%.2f | "
+      "%-40s gemm %8.3f ms %6.1f GFLOP/s | %s %8.3f ms %6.1f GFLOP/s | x%.2f | "
       "max err/max|y| gemm %.1e winograd %.1e\n",
-      b.label, t_gemm * 1e3, flops / t_gemm * 1e-9, t_wino * 1e3, flops / t_wino * 1e-9,
-      t_gemm / t_wino, err_gemm / max_ref, err_wino / max_ref);
+      b.label, t_gemm * 1e3, flops / t_gemm * 1e-9,
+      std::strcmp(form, "cpu.conv_winograd") == 0 ? "F(4x4)" : "F(2x2)", t_wino * 1e3,
+      flops / t_wino * 1e-9, t_gemm / t_wino, err_gemm / max_ref, err_wino / max_ref);
 }
 
 }  // namespace
@@ -246,12 +249,29 @@ int main(int argc, char** argv) {
        false, graph::Activation::Relu, 128},
       {"14x14 256->256, channels 192:256", 256, 256, 14, 3, 1, 0, 14, 1, graph::Layout::NCHW, false,
        false, graph::Activation::Relu, 256, 192},
+  };
+  // F(2×2, 3×3) on small maps: ResNet-50's 7×7 stage and a YOLO-style
+  // head's 13×13 convs (whole, and as the tiler cuts them for 2 threads:
+  // runs of rows, or halves of the output channels where the weights
+  // outweigh the map), and on 14×14 beside F(4×4) above.
+  const ConvBench small_maps[] = {
       {"7x7 512->512, whole", 512, 512, 7, 3, 1, 0, 7},
       {"7x7 512->512, rows 0:4", 512, 512, 7, 3, 1, 0, 4},
       {"7x7 512->512, rows 4:7", 512, 512, 7, 3, 1, 4, 7},
+      {"13x13 256->512, whole", 256, 512, 13, 3, 1, 0, 13},
+      {"13x13 256->512, rows 0:7", 256, 512, 13, 3, 1, 0, 7},
+      {"13x13 512->1024, whole", 512, 1024, 13, 3, 1, 0, 13},
+      {"13x13 512->1024, channels 0:512", 512, 1024, 13, 3, 1, 0, 13, 1, graph::Layout::NCHW, false,
+       false, graph::Activation::Relu, 512},
+      {"10x10 128->128, whole", 128, 128, 10, 3, 1, 0, 10},
+      {"14x14 256->256, whole", 256, 256, 14, 3, 1, 0, 14},
+      {"14x14 256->256, channels 0:128", 256, 256, 14, 3, 1, 0, 14, 1, graph::Layout::NCHW, false,
+       false, graph::Activation::Relu, 128},
   };
-  if (!(argc > 2 && std::string(argv[2]) == "nhwc"))
-    for (const ConvBench& b : resnet) compare_winograd(b, repetitions);
+  if (!(argc > 2 && std::string(argv[2]) == "nhwc")) {
+    for (const ConvBench& b : resnet) compare_winograd(b, repetitions, "cpu.conv_winograd");
+    for (const ConvBench& b : small_maps) compare_winograd(b, repetitions, "cpu.conv_winograd_2x2");
+  }
   if (winograd_only) return 0;
   // MobileNetV2's small-K layers as compiled (NHWC, half-image tiles as at
   // two threads; the stems whole as at one): the stem (K = 27) and 1×1

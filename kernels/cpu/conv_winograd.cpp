@@ -1,6 +1,8 @@
-// "cpu.conv_winograd" (conv_winograd.hpp): Winograd F(4×4, 3×3) per tile.
+// "cpu.conv_winograd" and "cpu.conv_winograd_2x2" (conv_winograd.hpp):
+// Winograd F(4×4, 3×3) and F(2×2, 3×3) per tile; below, B is the block side
+// (4 or 2) and α = B + 2 the patch side.
 //
-// A tile's output rows × columns are covered by 4×4 blocks from the tile's
+// A tile's output rows × columns are covered by B×B blocks from the tile's
 // first row and column (not a grid fixed by the image: the tiler's row
 // splits are not multiples of 4, and a fixed grid would compute up to two
 // extra block rows per tile); blocks that overhang the region are computed
@@ -9,10 +11,10 @@
 // a compiled model's tiling is fixed, its outputs do not vary by run or
 // thread count. Blocks go in chunks of at most `max_blocks`, per
 // chunk:
-//  1. input transform: each block's 6×6 patch (NHWC: pointers to C-runs of
+//  1. input transform: each block's α×α patch (NHWC: pointers to C-runs of
 //     the input, a zero run where it overhangs the image; NCHW: gathered
-//     first) becomes V[e][block][C], e = 0..35;
-//  2. 36 GEMMs M[e] = V[e] · U[e], [blocks, C] · [C, OC], on gemm_tile()
+//     first) becomes V[e][block][C], e < α²;
+//  2. α² GEMMs M[e] = V[e] · U[e], [blocks, C] · [C, OC], on gemm_tile()
 //     with U[e] packed at prepare;
 //  3. output transform per block and the epilogue (bias, residual,
 //     activation: conv_gemm's order), stored straight into Y.
@@ -30,32 +32,41 @@ namespace tessera::kernels::cpu {
 namespace {
 
 constexpr std::string_view kVariant = "cpu.conv_winograd";
-constexpr int kTileElements = 36;  // 6×6 transformed elements per block
-constexpr int64_t kBlockSize = 4;  // output pixels per block side
+constexpr std::string_view kVariant2x2 = "cpu.conv_winograd_2x2";
+constexpr int kMaxTileElements = 36;  // α² transformed elements per block, α ≤ 6
 
 // V and M of one chunk hold at most this many floats (4 MiB): enough blocks
-// per chunk that each packed U[e] streamed from L3 serves many rows.
+// per chunk that each packed U[e] streamed from L3 serves many rows. Every
+// chunk streams all of U again, so a tile whose blocks fit in twice that
+// takes one chunk: a 13×13 512->1024 conv's 49 blocks of F(2×2) took two
+// chunks and 6.09 ms, one 4.86 ms (bench_conv, 1 thread). 8 MiB chunks for
+// every tile made VGG-16's 112×112 convs slower (one 6.9 -> 8.8 ms at 2
+// threads, tessera run --profile).
 constexpr int64_t kChunkScratchFloats = int64_t{1} << 20;
 constexpr int64_t kMinChunkBlocks = 8;
 constexpr int64_t kMaxChunkBlocks = 256;
 
-// conv_winograd_applies()'s speed rule (measurements there).
+// conv_winograd_applies()'s and conv_winograd_2x2_applies()'s speed rules
+// (measurements there).
 constexpr int64_t kMinWinogradSide = 14;
 constexpr int64_t kMinWinogradChannels = 32;
+constexpr int64_t kMin2x2Side = 10;
 
 struct WinogradPrepared {
-  std::vector<PackedMatrix> u;  // U[e] as B [C, OC], e = 0..35
+  int block = 4;                // B: output pixels per block side
+  int alpha = 6;                // B + 2: input pixels per patch side
+  int elements = 36;            // α²
+  std::vector<PackedMatrix> u;  // U[e] as B [C, OC], e < α²
   ConvGeometry geometry;
-  WinogradInputTransform input_transform = nullptr;
-  WinogradOutputTransform output_transform = nullptr;
+  WinogradTransforms transforms;
 };
 
 struct WinogradScratch {
-  std::vector<float> v;      // V [36][blocks][C]
-  std::vector<float> m;      // M [36][blocks][oc1]
-  std::vector<float> patch;  // an NCHW block's gathered 6×6 patch [36][C]
+  std::vector<float> v;      // V [α²][blocks][C]
+  std::vector<float> m;      // M [α²][blocks][oc1]
+  std::vector<float> patch;  // an NCHW block's gathered α×α patch [α²][C]
   std::vector<float> zeros;  // C zeros: the taps that lie in the padding
-  std::vector<float> block;  // one block's transformed output [16][oc1 - oc0]
+  std::vector<float> block;  // one block's transformed output [B²][oc1 - oc0]
   std::vector<float> pixel;  // one pixel's channels before the store
 };
 
@@ -82,26 +93,31 @@ bool is_nhwc(graph::Layout layout) {
   return layout == graph::Layout::NHWC;
 }
 
-// U[e][c][oc] = (G·g·G^T)[e] for the 3×3 kernel g of (oc, c), in double.
-std::vector<float> transform_weights(const float* w, int64_t channels, int64_t out_channels) {
-  static constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
-                                      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                      {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                      {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                      {0, 0, 1}};
-  std::vector<float> u(static_cast<size_t>(kTileElements * channels * out_channels));
+// U[e][c][oc] = (G·g·G^T)[e] for the 3×3 kernel g of (oc, c), in double,
+// with F(B×B, 3×3)'s G (α×3; Lavin & Gray eqs. 6 and 8).
+std::vector<float> transform_weights(const float* w, int64_t channels, int64_t out_channels,
+                                     int block) {
+  static constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
+                                       {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                       {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                       {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                       {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                       {0, 0, 1}};
+  static constexpr double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  const int alpha = block + 2;
+  const double(*kG)[3] = block == 2 ? kG2 : kG4;
+  std::vector<float> u(static_cast<size_t>(alpha * alpha * channels * out_channels));
   for (int64_t oc = 0; oc < out_channels; ++oc)
     for (int64_t c = 0; c < channels; ++c) {
       const float* g = w + (oc * channels + c) * 9;
       double gg[6][3];  // G·g
-      for (int i = 0; i < 6; ++i)
+      for (int i = 0; i < alpha; ++i)
         for (int j = 0; j < 3; ++j)
           gg[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j) {
+      for (int i = 0; i < alpha; ++i)
+        for (int j = 0; j < alpha; ++j) {
           const double value = gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2];
-          u[static_cast<size_t>(((i * 6 + j) * channels + c) * out_channels + oc)] =
+          u[static_cast<size_t>(((i * alpha + j) * channels + c) * out_channels + oc)] =
               static_cast<float>(value);
         }
     }
@@ -162,8 +178,10 @@ void run_chunk(const TileArgs& args, const WinogradPrepared& prep, const TileBou
   const ConstTensorView& x = args.inputs[0];
   const bool x_nhwc = is_nhwc(x.layout);
   const float* image = x.data + tb.n * c * in_plane;
-  float* v = grown(scratch.v, kTileElements * count * c);
-  float* m = grown(scratch.m, kTileElements * count * tb.oc1);
+  const int alpha = prep.alpha, elements = prep.elements;
+  const int64_t bs = prep.block;
+  float* v = grown(scratch.v, elements * count * c);
+  float* m = grown(scratch.m, elements * count * tb.oc1);
   float* zeros = grown(scratch.zeros, c);
   std::fill(zeros, zeros + c, 0.0f);
 
@@ -180,53 +198,53 @@ void run_chunk(const TileArgs& args, const WinogradPrepared& prep, const TileBou
   const int64_t iw_hi = std::min(g.in_w, tb.ow1 - 1 - g.pad_left + g.k_w);
   for (int64_t t = 0; t < count; ++t) {
     const int64_t block = first + t;
-    const int64_t ih0 = tb.oh0 + (block / tb.blocks_w) * kBlockSize - g.pad_top;
-    const int64_t iw0 = tb.ow0 + (block % tb.blocks_w) * kBlockSize - g.pad_left;
-    const float* taps[kTileElements];
-    float* patch = x_nhwc ? nullptr : grown(scratch.patch, kTileElements * c);
-    for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 6; ++j) {
+    const int64_t ih0 = tb.oh0 + (block / tb.blocks_w) * bs - g.pad_top;
+    const int64_t iw0 = tb.ow0 + (block % tb.blocks_w) * bs - g.pad_left;
+    const float* taps[kMaxTileElements];
+    float* patch = x_nhwc ? nullptr : grown(scratch.patch, elements * c);
+    for (int i = 0; i < alpha; ++i)
+      for (int j = 0; j < alpha; ++j) {
         const int64_t ih = ih0 + i, iw = iw0 + j;
         const bool inside = ih >= ih_lo && ih < ih_hi && iw >= iw_lo && iw < iw_hi;
         if (!inside) {
-          taps[i * 6 + j] = zeros;
+          taps[i * alpha + j] = zeros;
         } else if (x_nhwc) {
-          taps[i * 6 + j] = image + (ih * g.in_w + iw) * c;
+          taps[i * alpha + j] = image + (ih * g.in_w + iw) * c;
         } else {
-          float* dst = patch + (i * 6 + j) * c;
+          float* dst = patch + (i * alpha + j) * c;
           const float* src = image + ih * g.in_w + iw;
           for (int64_t ch = 0; ch < c; ++ch) dst[ch] = src[ch * in_plane];
-          taps[i * 6 + j] = dst;
+          taps[i * alpha + j] = dst;
         }
       }
-    prep.input_transform(taps, c, v + t * c, count * c);
+    prep.transforms.input(taps, c, v + t * c, count * c);
   }
 
-  // 2. The 36 element-wise products over channels, as GEMMs; each fetches
+  // 2. The α² element-wise products over channels, as GEMMs; each fetches
   // the next U[e] into L2 as it ends (with few blocks per chunk every U[e]
   // comes from memory: ResNet-50's 14×14×256 convs, 4 channel tiles at 2
   // threads, 1.63 → 1.42 ms summed over the tiles, tessera run --profile).
   const GemmTile tile{.m0 = 0, .m1 = count, .n0 = tb.oc0, .n1 = tb.oc1};
-  for (int e = 0; e < kTileElements; ++e)
+  for (int e = 0; e < elements; ++e)
     gemm_tile(v + e * count * c, c, prep.u[static_cast<size_t>(e)], m + e * count * tb.oc1, tb.oc1,
-              tile, {}, e + 1 < kTileElements ? &prep.u[static_cast<size_t>(e + 1)] : nullptr);
+              tile, {}, e + 1 < elements ? &prep.u[static_cast<size_t>(e + 1)] : nullptr);
 
   // 3. Y = A^T·M·A per block, the epilogue and the store of its pixels
   // inside the region.
   const bool y_nhwc = is_nhwc(args.output.layout);
   const ConstTensorView* residual = args.input_count == 4 ? &args.inputs[3] : nullptr;
   const bool r_nhwc = residual && is_nhwc(residual->layout);
-  float* out_block = grown(scratch.block, 16 * ocs);
+  float* out_block = grown(scratch.block, bs * bs * ocs);
   float* work = grown(scratch.pixel, ocs);
   for (int64_t t = 0; t < count; ++t) {
     const int64_t block = first + t;
-    const int64_t oh_base = tb.oh0 + (block / tb.blocks_w) * kBlockSize;
-    const int64_t ow_base = tb.ow0 + (block % tb.blocks_w) * kBlockSize;
-    prep.output_transform(m + t * tb.oc1 + tb.oc0, count * tb.oc1, ocs, out_block, ocs);
-    for (int64_t r = 0; r < kBlockSize; ++r) {
+    const int64_t oh_base = tb.oh0 + (block / tb.blocks_w) * bs;
+    const int64_t ow_base = tb.ow0 + (block % tb.blocks_w) * bs;
+    prep.transforms.output(m + t * tb.oc1 + tb.oc0, count * tb.oc1, ocs, out_block, ocs);
+    for (int64_t r = 0; r < bs; ++r) {
       const int64_t oh = oh_base + r;
       if (oh >= tb.oh1) continue;
-      for (int64_t s = 0; s < kBlockSize; ++s) {
+      for (int64_t s = 0; s < bs; ++s) {
         const int64_t ow = ow_base + s;
         if (ow >= tb.ow1) continue;
         const int64_t pixel = oh * g.out_w + ow;
@@ -236,7 +254,7 @@ void run_chunk(const TileArgs& args, const WinogradPrepared& prep, const TileBou
         if (residual)
           res = r_nhwc ? residual->data + (tb.n * out_plane + pixel) * oc + tb.oc0
                        : residual->data + (tb.n * oc + tb.oc0) * out_plane + pixel;
-        finish_pixel(epilogue, out_block + (r * kBlockSize + s) * ocs, ocs, work, res,
+        finish_pixel(epilogue, out_block + (r * bs + s) * ocs, ocs, work, res,
                      r_nhwc ? 1 : out_plane, y, y_nhwc ? 1 : out_plane);
       }
     }
@@ -278,51 +296,85 @@ std::optional<std::string> conv_winograd_applies(const graph::Operator& op,
   return std::nullopt;
 }
 
-PreparedOp prepare_conv_winograd(const graph::Operator& op,
-                                 std::span<const ConstTensorView> inputs) {
+std::optional<std::string> conv_winograd_2x2_applies(const graph::Operator& op,
+                                                     std::span<const ConstTensorView> inputs) {
+  ConvGeometry g;
+  if (auto why = supports_with(op, inputs, g)) return why;
+  // Where F(4×4) does not apply for the map's size and F(2×2) is faster
+  // than cpu.conv_gemm. `bench_conv 5 winograd` (1 thread, this 2-core Zen
+  // 5 EPYC, weights hot in L2/L3): x1.5-1.7 on 13×13 256->512 and
+  // 512->1024 (a half of the channels: x1.67; the whole map, its 33.6 MB of
+  // U beyond the 32 MB L3, x1.54), x1.55 on 10×10 128->128, x1.3-1.4 on
+  // 7×7 512->512. In a model the weights come from memory: a YOLO-style
+  // detector's three 13×13 convs made it 20.5-21.3 -> 16.1-16.7 ms at 1
+  // thread and 11.5-12.0 -> 9.7-10.1 at 2 (tessera run medians, three
+  // alternating rounds), but ResNet-50's 7×7×512 convs, 16 blocks per
+  // 16.8 MB of U (8 FLOP per byte), took 1.01-1.08 ms against conv_gemm's
+  // 1.10-1.12 at 1 thread and 1.20-1.22 against 1.14-1.18 at 2 (two runs
+  // of rows, each streaming all of U). So maps of at least 10×10 (25
+  // blocks) only.
+  if (g.out_h >= kMinWinogradSide && g.out_w >= kMinWinogradSide)
+    return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) +
+           " is cpu.conv_winograd's (F(4x4, 3x3))";
+  if (g.out_h < kMin2x2Side || g.out_w < kMin2x2Side)
+    return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) + " is below " +
+           std::to_string(kMin2x2Side) + "x" + std::to_string(kMin2x2Side) +
+           " (too few 2x2 blocks to win)";
+  if (g.channels < kMinWinogradChannels || g.out_channels < kMinWinogradChannels)
+    return std::to_string(g.channels) + " -> " + std::to_string(g.out_channels) +
+           " channels: below " + std::to_string(kMinWinogradChannels) +
+           " the transforms cost more than Winograd saves";
+  return std::nullopt;
+}
+
+namespace {
+
+PreparedOp prepare_form(std::string_view variant, int block, const graph::Operator& op,
+                        std::span<const ConstTensorView> inputs) {
   auto prep = std::make_shared<WinogradPrepared>();
-  if (auto why = supports_with(op, inputs, prep->geometry)) fail_op(kVariant, &op, *why);
+  if (auto why = supports_with(op, inputs, prep->geometry)) fail_op(variant, &op, *why);
+  prep->block = block;
+  prep->alpha = block + 2;
+  prep->elements = prep->alpha * prep->alpha;
   const ConvGeometry& g = prep->geometry;
-  const std::vector<float> u = transform_weights(inputs[1].data, g.channels, g.out_channels);
+  const std::vector<float> u = transform_weights(inputs[1].data, g.channels, g.out_channels, block);
   const GemmMicrokernel& kernel = gemm_microkernel_for_columns(g.out_channels);
-  prep->u.reserve(kTileElements);
-  for (int e = 0; e < kTileElements; ++e)
+  prep->u.reserve(static_cast<size_t>(prep->elements));
+  for (int e = 0; e < prep->elements; ++e)
     prep->u.push_back(pack_b(u.data() + e * g.channels * g.out_channels, g.channels, g.out_channels,
                              g.out_channels, /*transposed=*/false, kernel));
   // The transforms of the ISA the weights were packed for (set_gemm_isa()
   // forces one, as for the GEMM).
   switch (kernel.isa) {
     case GemmIsa::kAvx512:
-      prep->input_transform = winograd_input_transform_avx512;
-      prep->output_transform = winograd_output_transform_avx512;
+      prep->transforms = winograd_transforms_avx512(block);
       break;
     case GemmIsa::kAvx2:
-      prep->input_transform = winograd_input_transform_avx2;
-      prep->output_transform = winograd_output_transform_avx2;
+      prep->transforms = winograd_transforms_avx2(block);
       break;
     case GemmIsa::kPortable:
-      prep->input_transform = winograd_input_transform_portable;
-      prep->output_transform = winograd_output_transform_portable;
+      prep->transforms = winograd_transforms_portable(block);
       break;
   }
   return prep;
 }
 
-void conv_winograd(const TileArgs& args) {
-  check_dense_tile_args(kVariant, args, 2, args.op && args.op->attrs.fused_residual ? 4 : 3,
+void run_form(std::string_view variant, int block, const TileArgs& args) {
+  check_dense_tile_args(variant, args, 2, args.op && args.op->attrs.fused_residual ? 4 : 3,
                         /*needs_prepared=*/true);
   const auto& prep = *static_cast<const WinogradPrepared*>(args.prepared);
+  if (prep.block != block) fail_op(variant, args.op, "prepared for another Winograd form");
   const ConvGeometry& g = prep.geometry;
   const graph::Shape& x_shape = *args.inputs[0].shape;
   const graph::Shape& y_shape = *args.output.shape;
   const graph::Shape expected_x{x_shape.empty() ? 0 : x_shape[0], g.channels, g.in_h, g.in_w};
   const graph::Shape expected_y{x_shape.empty() ? 0 : x_shape[0], g.out_channels, g.out_h, g.out_w};
   if (x_shape != expected_x || y_shape != expected_y)
-    fail_op(kVariant, args.op,
+    fail_op(variant, args.op,
             "shapes differ from the prepared ones (input " + graph::shape_to_string(x_shape) +
                 ", output " + graph::shape_to_string(y_shape) + ")");
   if (args.input_count == 4 && *args.inputs[3].shape != y_shape)
-    fail_op(kVariant, args.op,
+    fail_op(variant, args.op,
             "residual shape " + graph::shape_to_string(*args.inputs[3].shape) +
                 " differs from the output shape " + graph::shape_to_string(y_shape));
   const graph::Region& r = *args.region;
@@ -332,12 +384,13 @@ void conv_winograd(const TileArgs& args) {
   tb.oc0 = r.begin[1], tb.oc1 = r.end[1];
   tb.oh0 = r.begin[2], tb.oh1 = r.end[2];
   tb.ow0 = r.begin[3], tb.ow1 = r.end[3];
-  const int64_t blocks_h = (tb.oh1 - tb.oh0 + kBlockSize - 1) / kBlockSize;
-  tb.blocks_w = (tb.ow1 - tb.ow0 + kBlockSize - 1) / kBlockSize;
+  const int64_t blocks_h = (tb.oh1 - tb.oh0 + block - 1) / block;
+  tb.blocks_w = (tb.ow1 - tb.ow0 + block - 1) / block;
   const int64_t blocks = blocks_h * tb.blocks_w;
-  const int64_t max_blocks =
-      std::clamp(kChunkScratchFloats / (kTileElements * (g.channels + tb.oc1)), kMinChunkBlocks,
-                 kMaxChunkBlocks);
+  const int64_t block_floats = prep.elements * (g.channels + tb.oc1);  // of V and M
+  int64_t max_blocks =
+      std::clamp(kChunkScratchFloats / block_floats, kMinChunkBlocks, kMaxChunkBlocks);
+  if (blocks * block_floats <= 2 * kChunkScratchFloats) max_blocks = std::max(max_blocks, blocks);
 
   PixelEpilogue epilogue;
   epilogue.bias = args.input_count >= 3 ? args.inputs[2].data + tb.oc0 : nullptr;
@@ -345,6 +398,26 @@ void conv_winograd(const TileArgs& args) {
   for (tb.n = r.begin[0]; tb.n < r.end[0]; ++tb.n)
     for (int64_t first = 0; first < blocks; first += max_blocks)
       run_chunk(args, prep, tb, first, std::min(max_blocks, blocks - first), epilogue);
+}
+
+}  // namespace
+
+PreparedOp prepare_conv_winograd(const graph::Operator& op,
+                                 std::span<const ConstTensorView> inputs) {
+  return prepare_form(kVariant, 4, op, inputs);
+}
+
+PreparedOp prepare_conv_winograd_2x2(const graph::Operator& op,
+                                     std::span<const ConstTensorView> inputs) {
+  return prepare_form(kVariant2x2, 2, op, inputs);
+}
+
+void conv_winograd(const TileArgs& args) {
+  run_form(kVariant, 4, args);
+}
+
+void conv_winograd_2x2(const TileArgs& args) {
+  run_form(kVariant2x2, 2, args);
 }
 
 }  // namespace tessera::kernels::cpu

@@ -533,7 +533,12 @@ double conv_sparse_max_density(const graph::Operator& op, std::span<const ConstT
   if (shape_applies(op, inputs, g)) return 0.0;
   // X's layout at prepare picks the route (the NHWC one also needs Y and a
   // residual in NHWC, which is what layout assignment gives convs).
-  const bool winograd = !cpu::conv_winograd_applies(op, inputs);
+  // Against F(2×2, 3×3) (maps of 10 to 13 rows) the bounds measured against
+  // F(4×4, 3×3): unmeasured, but lower than its crossover can be (F(2×2)
+  // saves 2.25× of the direct conv's FLOPs, F(4×4) 4×), so the sparse kernel
+  // is never chosen where it is slower.
+  const bool winograd =
+      !cpu::conv_winograd_applies(op, inputs) || !cpu::conv_winograd_2x2_applies(op, inputs);
   if (is_nhwc(inputs[0].layout, g))
     return !winograd                              ? kMaxDensityNhwcOther
            : g.out_h * g.out_w <= kSmallMapPixels ? kMaxDensityNhwcVsWinogradSmallMap

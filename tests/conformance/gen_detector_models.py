@@ -5,7 +5,7 @@ Log, Reciprocal, Abs, Softplus, Max/Min with broadcasting and more than two oper
 constant/reflect/edge mode, Resize nearest with every coordinate transformation and nearest
 mode and linear from scales or sizes, Split in its opset 11/13/18 forms) and a YOLO-style head
 (Conv -> LeakyRelu -> Resize x2 nearest -> Concat -> Conv -> Split -> Sigmoid) at opsets 13 and
-17, and a reduced YOLO-style backbone (yolo_backbone). gen_models.build_cases() appends these cases.
+17, a reduced YOLO-style backbone (yolo_backbone) and a 13x13 neck (yolo_neck). gen_models.build_cases() appends these cases.
 """
 
 from __future__ import annotations
@@ -214,6 +214,25 @@ def yolo_backbone(rng, opset, batch=1):
   return gm.Case(name, b.model([deep, y], opset, name), b.input_values)
 
 
+def yolo_neck(rng, opset, batch=1, size=(13, 13)):
+  """A detector neck at 13x13 (and a non-square 11x12): 3x3 convs of 32+ channels on maps of
+  10 to 13 rows and columns run Winograd F(2x2, 3x3) (cpu.conv_winograd_2x2), one with a fused
+  residual Add, the last with LeakyRelu."""
+  b = gm.GraphBuilder(rng)
+  h, w = size
+  x = b.input([batch, 32, h, w], "deep")
+
+  def conv(y, c_in, c_out):
+    return b.node("Conv", [y, b.weight([c_out, c_in, 3, 3]), b.weight([c_out], fan_in=1)],
+                  kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+
+  y = b.node("Relu", [conv(x, 32, 48)])
+  y = b.node("Add", [conv(y, 48, 32), x])
+  y = b.node("LeakyRelu", [conv(y, 32, 40)], alpha=0.1)
+  name = f"yolo_neck_op{opset}_n{batch}_{h}x{w}"
+  return gm.Case(name, b.model([y], opset, name), b.input_values)
+
+
 SINGLE_OPS = [
     (lambda r, i: gen_activation(r, i, "LeakyRelu"), 3),
     (lambda r, i: gen_activation(r, i, "HardSigmoid"), 2),
@@ -239,4 +258,7 @@ def build_cases(rng) -> list:
   cases.append(yolo_head(np.random.default_rng(int(next(seeds))), 17, batch=2))
   for opset, batch in ((13, 1), (18, 2)):
     cases.append(yolo_backbone(np.random.default_rng(int(next(seeds))), opset, batch))
+  # Appended last, so the cases above keep their seeds.
+  cases.append(yolo_neck(np.random.default_rng(int(next(seeds))), 17))
+  cases.append(yolo_neck(np.random.default_rng(int(next(seeds))), 13, batch=2, size=(11, 12)))
   return cases

@@ -31,6 +31,7 @@
 #include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/kernel_choice.hpp"
 #include "kernels/tile_kernel.hpp"
 #include "layouts.hpp"
 #include "test_random.hpp"
@@ -799,7 +800,8 @@ TEST_CASE("a fused input scale: the reference is the Mul then the conv; cpu.conv
     std::vector<ConstTensorView> prepare_views;
     for (size_t i = 0; i < c->inputs.size(); ++i)
       prepare_views.push_back({c->constant[i] ? data[i].data() : nullptr, &c->inputs[i]});
-    for (const char* other : {"cpu.conv_depthwise", "cpu.conv_winograd", "cpu.conv_sparse"}) {
+    for (const char* other :
+         {"cpu.conv_depthwise", "cpu.conv_winograd", "cpu.conv_winograd_2x2", "cpu.conv_sparse"}) {
       const TileKernelVariant* v = kernels::find_tile_kernel_variant(OpType::Conv, other);
       REQUIRE(v != nullptr);
       CHECK(v->applies(c->op, prepare_views).has_value());
@@ -1159,7 +1161,8 @@ TEST_CASE("cpu.conv_expand_depthwise refuses NCHW operands and unfused convs") {
   CHECK(nchw->find("NHWC") != std::string::npos);
   views[0].layout = graph::Layout::NHWC;
   // The other conv variants leave a fused expansion alone.
-  for (const char* other : {"cpu.conv_depthwise", "cpu.conv_gemm", "cpu.conv_winograd"}) {
+  for (const char* other :
+       {"cpu.conv_depthwise", "cpu.conv_gemm", "cpu.conv_winograd", "cpu.conv_winograd_2x2"}) {
     const TileKernelVariant* v = kernels::find_tile_kernel_variant(OpType::Conv, other);
     REQUIRE(v != nullptr);
     const std::optional<std::string> why = v->applies(c->op, views);
@@ -1570,7 +1573,8 @@ TEST_CASE("the CPU variants are registered above the reference") {
 // history (size, alignment, stale contents) of its per-thread scratch: the
 // dataflow executor promises bitwise-identical outputs for any thread count.
 TEST_CASE("conv variants give bitwise-identical tiles whatever ran on the thread before") {
-  for (const char* name : {"cpu.conv_depthwise", "cpu.conv_gemm", "cpu.conv_winograd"}) {
+  for (const char* name :
+       {"cpu.conv_depthwise", "cpu.conv_gemm", "cpu.conv_winograd", "cpu.conv_winograd_2x2"}) {
     INFO(name);
     const bool depthwise = std::string(name) == "cpu.conv_depthwise";
     graph::Operator op;
@@ -1621,6 +1625,15 @@ TEST_CASE("conv variants give bitwise-identical tiles whatever ran on the thread
 // headroom for the unlucky random shapes here without hiding a wrong
 // transform (which errs by O(1), not O(eps)).
 constexpr double kWinogradToleranceScale = 16.0;
+// cpu.conv_winograd_2x2 (F(2×2, 3×3)): its transforms only add and halve
+// (rows of B^T, G and A^T have at most 3 terms of ±1 or ±1/2), so it rounds
+// about as a direct sum; 4× the direct bound.
+constexpr double kWinograd2x2ToleranceScale = 4.0;
+
+// The Winograd forms, with the tolerance each is tested to.
+constexpr std::pair<const char*, double> kWinogradForms[] = {
+    {"cpu.conv_winograd", kWinogradToleranceScale},
+    {"cpu.conv_winograd_2x2", kWinograd2x2ToleranceScale}};
 
 ConvSpec random_winograd_spec(std::mt19937_64& rng) {
   ConvSpec s;
@@ -1641,6 +1654,7 @@ ConvSpec random_winograd_spec(std::mt19937_64& rng) {
   return s;
 }
 
+// Both forms on the case.
 void check_winograd_case(const OpCase& c, uint64_t seed) {
   std::vector<ConstTensorView> views;
   std::vector<float> dummy(1 << 16);
@@ -1648,10 +1662,11 @@ void check_winograd_case(const OpCase& c, uint64_t seed) {
     views.push_back({c.constant[i] ? dummy.data() : nullptr, &c.inputs[i]});
   const std::optional<std::string> why = cpu::conv_winograd_supports(c.op, views);
   REQUIRE_MESSAGE(!why, describe(c), ": ", why.value_or(""));
-  check_case("cpu.conv_winograd", c, seed, kWinogradToleranceScale, /*require_applies=*/false);
+  for (const auto& [form, tolerance_scale] : kWinogradForms)
+    check_case(form, c, seed, tolerance_scale, /*require_applies=*/false);
 }
 
-TEST_CASE("cpu.conv_winograd matches the reference conv") {
+TEST_CASE("cpu.conv_winograd and cpu.conv_winograd_2x2 match the reference conv") {
   uint64_t seed = base_seed() * 7919u + 3001;
   const ConvSpec p1{
       .k_h = 3, .k_w = 3, .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1};
@@ -1711,8 +1726,8 @@ TEST_CASE("cpu.conv_winograd matches the reference conv") {
   }
 }
 
-TEST_CASE("cpu.conv_winograd reads only the input its tile depends on") {
-  // A tile of 1-3 rows or columns is covered by whole 4x4 blocks that
+TEST_CASE("cpu.conv_winograd and cpu.conv_winograd_2x2 read only the input their tile depends on") {
+  // A tile of 1-3 rows or columns is covered by whole 4x4 (2x2) blocks that
   // overhang it; the input past the tile's dependencies (tile_dependencies())
   // may be being written by another tile, or hold an earlier tensor's bytes
   // in the arena. NaN there must not reach the tile's pixels.
@@ -1738,54 +1753,98 @@ TEST_CASE("cpu.conv_winograd reads only the input its tile depends on") {
              .input_count = views.size(),
              .output = {expected.data(), &c->output},
              .region = &whole});
-  const TileKernelVariant* winograd =
-      kernels::find_tile_kernel_variant(OpType::Conv, "cpu.conv_winograd");
-  REQUIRE(winograd != nullptr);
-  const double tol = 4.0 * kWinogradToleranceScale * std::numeric_limits<float>::epsilon() *
-                     (static_cast<double>(c->depth) * max_abs(data[0]) * max_abs(data[1]) + 1.0 +
-                      max_abs(data[2]));
   IsaGuard guard;
-  for (cpu::GemmIsa isa : supported_isas())
-    for (graph::Layout layout : {graph::Layout::NCHW, graph::Layout::NHWC})
-      for (const auto& [rows, cols] :
-           {std::pair<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>>{{0, 1}, {0, 13}},
-            {{3, 5}, {0, 13}},
-            {{5, 8}, {2, 5}},
-            {{13, 14}, {11, 13}}}) {
-        INFO("ISA ", cpu::gemm_isa_name(isa), ", ", graph::layout_name(layout), ", rows ",
-             rows.first, ":", rows.second, ", columns ", cols.first, ":", cols.second);
-        cpu::set_gemm_isa(isa);
-        graph::Region tile = whole;
-        tile.begin[2] = rows.first, tile.end[2] = rows.second;
-        tile.begin[3] = cols.first, tile.end[3] = cols.second;
-        graph::Region needed;
-        for (const graph::InputDependency& dep :
-             graph::tile_dependencies(c->op, c->inputs, c->output, tile))
-          if (dep.operand == 0) needed = dep.region;
-        REQUIRE(needed.begin.size() == 4);
-        std::vector<float> poisoned = data[0];
-        for (int64_t i = 0; i < static_cast<int64_t>(poisoned.size()); ++i)
-          if (!inside(needed, c->inputs[0], i))
-            poisoned[static_cast<size_t>(i)] = std::numeric_limits<float>::quiet_NaN();
-        std::vector<float> x = test::to_layout(poisoned, c->inputs[0], layout);
-        std::vector<ConstTensorView> run_views = views;
-        run_views[0] = {x.data(), &c->inputs[0], layout};
-        const kernels::PreparedOp prepared = winograd->prepare(c->op, views);
-        std::vector<float> out(static_cast<size_t>(numel), 0.0f);
-        winograd->run({.op = &c->op,
-                       .inputs = run_views.data(),
-                       .input_count = run_views.size(),
-                       .output = {out.data(), &c->output, layout},
-                       .region = &tile,
-                       .prepared = prepared.get()});
-        out = test::from_layout(out, c->output, layout);
-        int64_t bad = 0;
-        for (int64_t i = 0; i < numel; ++i)
-          if (inside(tile, c->output, i) &&
-              !(std::fabs(static_cast<double>(out[i]) - expected[i]) <= tol) && bad++ < 3)
-            FAIL_CHECK("y[", i, "] = ", out[i], ", reference ", expected[i]);
-        CHECK(bad == 0);
-      }
+  for (const auto& [form, tolerance_scale] : kWinogradForms)
+    for (cpu::GemmIsa isa : supported_isas())
+      for (graph::Layout layout : {graph::Layout::NCHW, graph::Layout::NHWC})
+        for (const auto& [rows, cols] :
+             {std::pair<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>>{{0, 1}, {0, 13}},
+              {{3, 5}, {0, 13}},
+              {{5, 8}, {2, 5}},
+              {{13, 14}, {11, 13}}}) {
+          const TileKernelVariant* winograd = kernels::find_tile_kernel_variant(OpType::Conv, form);
+          REQUIRE(winograd != nullptr);
+          const double tol = 4.0 * tolerance_scale * std::numeric_limits<float>::epsilon() *
+                             (static_cast<double>(c->depth) * max_abs(data[0]) * max_abs(data[1]) +
+                              1.0 + max_abs(data[2]));
+          INFO(form, ", ISA ", cpu::gemm_isa_name(isa), ", ", graph::layout_name(layout), ", rows ",
+               rows.first, ":", rows.second, ", columns ", cols.first, ":", cols.second);
+          cpu::set_gemm_isa(isa);
+          graph::Region tile = whole;
+          tile.begin[2] = rows.first, tile.end[2] = rows.second;
+          tile.begin[3] = cols.first, tile.end[3] = cols.second;
+          graph::Region needed;
+          for (const graph::InputDependency& dep :
+               graph::tile_dependencies(c->op, c->inputs, c->output, tile))
+            if (dep.operand == 0) needed = dep.region;
+          REQUIRE(needed.begin.size() == 4);
+          std::vector<float> poisoned = data[0];
+          for (int64_t i = 0; i < static_cast<int64_t>(poisoned.size()); ++i)
+            if (!inside(needed, c->inputs[0], i))
+              poisoned[static_cast<size_t>(i)] = std::numeric_limits<float>::quiet_NaN();
+          std::vector<float> x = test::to_layout(poisoned, c->inputs[0], layout);
+          std::vector<ConstTensorView> run_views = views;
+          run_views[0] = {x.data(), &c->inputs[0], layout};
+          const kernels::PreparedOp prepared = winograd->prepare(c->op, views);
+          std::vector<float> out(static_cast<size_t>(numel), 0.0f);
+          winograd->run({.op = &c->op,
+                         .inputs = run_views.data(),
+                         .input_count = run_views.size(),
+                         .output = {out.data(), &c->output, layout},
+                         .region = &tile,
+                         .prepared = prepared.get()});
+          out = test::from_layout(out, c->output, layout);
+          int64_t bad = 0;
+          for (int64_t i = 0; i < numel; ++i)
+            if (inside(tile, c->output, i) &&
+                !(std::fabs(static_cast<double>(out[i]) - expected[i]) <= tol) && bad++ < 3)
+              FAIL_CHECK("y[", i, "] = ", out[i], ", reference ", expected[i]);
+          CHECK(bad == 0);
+        }
+}
+
+// The compiler's choice among the 3x3 conv variants, and its report: each
+// Winograd form on the maps it takes, and variants skipped for the same
+// reason named together in one entry.
+TEST_CASE("the kernel choice picks the Winograd form by map size and explains it") {
+  auto choose = [](const ConvSpec& spec) {
+    const OpCase c = *conv_case(spec, "choice");
+    std::vector<std::vector<float>> data;
+    std::vector<ConstTensorView> views;
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      data.emplace_back(static_cast<size_t>(graph::shape_numel(c.inputs[i])), 1.0f);
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      views.push_back({c.constant[i] ? data[i].data() : nullptr, &c.inputs[i]});
+    return kernels::choose_kernel(c.op, views, kernels::KernelPolicy::Fastest);
+  };
+  auto reported = [](const kernels::KernelChoice& choice, const std::string& text) {
+    return std::find(choice.skipped.begin(), choice.skipped.end(), text) != choice.skipped.end();
+  };
+  ConvSpec spec{.channels = 32,
+                .out_channels = 48,
+                .in_h = 13,
+                .in_w = 13,
+                .k_h = 3,
+                .k_w = 3,
+                .pad_top = 1,
+                .pad_left = 1,
+                .pad_bottom = 1,
+                .pad_right = 1};
+  CHECK(choose(spec).kernel == "cpu.conv_winograd_2x2");
+  spec.in_h = spec.in_w = 14;
+  CHECK(choose(spec).kernel == "cpu.conv_winograd");
+  spec.in_h = spec.in_w = 7;
+  const kernels::KernelChoice small = choose(spec);
+  CHECK(small.kernel == "cpu.conv_gemm");
+  CHECK(
+      reported(small, "cpu.conv_winograd: output 7x7 is below 14x14 (too few 4x4 blocks to win)"));
+  CHECK(reported(small,
+                 "cpu.conv_winograd_2x2: output 7x7 is below 10x10 (too few 2x2 blocks to win)"));
+  spec.k_h = spec.k_w = 1;
+  spec.pad_top = spec.pad_left = spec.pad_bottom = spec.pad_right = 0;
+  const kernels::KernelChoice pointwise = choose(spec);
+  CHECK(pointwise.kernel == "cpu.conv_gemm");
+  CHECK(reported(pointwise, "cpu.conv_winograd, cpu.conv_winograd_2x2: kernel 1x1 is not 3x3"));
 }
 
 TEST_CASE("cpu.conv_winograd says which convs it cannot compute") {
@@ -1840,6 +1899,25 @@ TEST_CASE("cpu.conv_winograd says which convs it cannot compute") {
   narrow.channels = 16;
   check_reason(applies("cpu.conv_winograd", *conv_case(narrow, "16 channels")),
                "the transforms cost more");
+  // F(2x2, 3x3) takes the small maps F(4x4, 3x3) refuses, from 10x10, and
+  // no others: at most one form applies.
+  check_reason(applies("cpu.conv_winograd_2x2", *conv_case(fits, "fits")), "cpu.conv_winograd's");
+  ConvSpec map13 = fits;
+  map13.in_h = map13.in_w = 13;
+  CHECK_FALSE(applies("cpu.conv_winograd_2x2", *conv_case(map13, "13x13")).has_value());
+  ConvSpec tall = map13;
+  tall.in_h = 40;  // 40x13: too narrow for F(4x4)
+  CHECK_FALSE(applies("cpu.conv_winograd_2x2", *conv_case(tall, "40x13")).has_value());
+  check_reason(applies("cpu.conv_winograd", *conv_case(tall, "40x13")), "is below 14x14");
+  ConvSpec map9 = fits;
+  map9.in_h = map9.in_w = 9;
+  check_reason(applies("cpu.conv_winograd_2x2", *conv_case(map9, "9x9")), "is below 10x10");
+  map13.out_channels = 16;
+  check_reason(applies("cpu.conv_winograd_2x2", *conv_case(map13, "16 channels")),
+               "the transforms cost more");
+  s = base;
+  s.stride_h = 2;
+  check_reason(applies("cpu.conv_winograd_2x2", *conv_case(s, "stride 2")), "stride is not 1");
 }
 
 }  // namespace

@@ -407,7 +407,8 @@ TEST_CASE("cpu.conv_sparse ranks above the dense conv variants") {
   const TileKernelVariant* sparse = kernels::find_tile_kernel_variant(OpType::Conv, kVariant);
   REQUIRE(sparse != nullptr);
   CHECK(sparse->report_when_skipped);
-  for (const char* dense : {"cpu.conv_gemm", "cpu.conv_winograd", "cpu.conv_depthwise"}) {
+  for (const char* dense :
+       {"cpu.conv_gemm", "cpu.conv_winograd", "cpu.conv_winograd_2x2", "cpu.conv_depthwise"}) {
     const TileKernelVariant* d = kernels::find_tile_kernel_variant(OpType::Conv, dense);
     REQUIRE(d != nullptr);
     CHECK(sparse->preference > d->preference);

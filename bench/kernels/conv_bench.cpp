@@ -303,10 +303,13 @@ int main(int argc, char** argv) {
       {"56x56 256->512 1x1 s2, rows 0:14 NHWC", 256, 512, 56, 1, 1, 0, 14, 2, kNhwcLayout},
       {"28x28 512->1024 1x1 s2, rows 0:7 NHWC", 512, 1024, 28, 1, 1, 0, 7, 2, kNhwcLayout},
       {"14x14 1024->2048 1x1 s2, rows 0:4 NHWC", 1024, 2048, 14, 1, 1, 0, 4, 2, kNhwcLayout},
-      // The YOLO-style detector's (bench/e2e/tiny_yolo.py) conv_gemm 3x3
-      // convs: 13x13 maps, too small for Winograd's 4x4 blocks.
+      // The YOLO-style detector's (bench/e2e/tiny_yolo.py) 13x13 3x3 convs,
+      // which run cpu.conv_winograd_2x2 (the winograd section), and its
+      // stem after the space-to-depth Concat (12 channels, NHWC), a quarter
+      // of the map as at 2 threads.
       {"13x13 512->1024 3x3, whole NHWC", 512, 1024, 13, 3, 1, 0, 13, 1, kNhwcLayout},
       {"13x13 256->512 3x3, whole NHWC", 256, 512, 13, 3, 1, 0, 13, 1, kNhwcLayout},
+      {"208x208 12->32 3x3 (YOLO stem), rows 0:52 NHWC", 12, 32, 208, 3, 1, 0, 52, 1, kNhwcLayout},
   };
   // An optional third argument keeps only the cases whose label contains it.
   const std::string only = argc > 3 ? argv[3] : "";

@@ -128,7 +128,8 @@ constexpr TileKernelVariant kKernelTable[] = {
     // Attention's activation-times-activation products: B packed per tile.
     {OpType::MatMul, "cpu.matmul_batched", cpu::matmul_batched, nullptr,
      cpu::matmul_batched_applies, 9},
-    {OpType::FusedAttention, "cpu.attention", cpu::attention, nullptr, cpu::attention_applies, 10},
+    {OpType::FusedAttention, "cpu.attention", cpu::attention, cpu::prepare_attention,
+     cpu::attention_applies, 10},
     // Memory-bound ops over contiguous spans (kernels/cpu/simple_ops.hpp).
     {OpType::Add, "cpu.binary", cpu::binary, nullptr, cpu::binary_applies, 10, kUniformLayout},
     {OpType::Mul, "cpu.binary", cpu::binary, nullptr, cpu::binary_applies, 10, kUniformLayout},

@@ -7,7 +7,11 @@
 // scores per head to memory and read them back twice (the Softmax, then
 // P·V). Columns a mask zeroes for every row of a block (a causal mask's
 // upper triangle: half of GPT-2's attention) are neither computed nor
-// multiplied (live_columns).
+// multiplied (live_columns). A constant mask whose rows are each a run of
+// zeros and then one fill value far below any score (GPT-2's causal mask)
+// is read once, at prepare (MaskPrefixes): each row's softmax then runs
+// over its own zero run with no mask loads, and its masked columns are
+// stored as the zeros the masked softmax would give them.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -88,7 +92,56 @@ int64_t live_columns(Row&& row, int64_t rows, int64_t step, int64_t s, ZBound&& 
   return live;
 }
 
+// A constant mask that is, in each row r of its [M, S] plane, live[r] >= 1
+// zeros and then the fill (at most -1e30, or -inf) to the end: GPT-2's
+// causal mask, torch.where(causal, scores, finfo.min) folded into an
+// additive mask (graph/fuse_softmax_input.hpp). Empty `live` otherwise.
+struct MaskPrefixes {
+  std::vector<int64_t> live;
+  float fill = 0.0f;
+};
+
+MaskPrefixes mask_prefixes(const float* mask, const graph::Shape& shape) {
+  MaskPrefixes none, p;
+  const size_t rank = shape.size();
+  if (!mask || rank < 2) return none;
+  for (size_t i = 0; i + 2 < rank; ++i)
+    if (shape[i] != 1) return none;  // one plane for every head
+  const int64_t rows = shape[rank - 2], s = shape[rank - 1];
+  p.live.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = mask + r * s;
+    int64_t j = 0;
+    while (j < s && row[j] == 0.0f) ++j;
+    if (j == 0) return none;
+    if (j < s) {
+      if (p.fill == 0.0f) p.fill = row[j];
+      if (!(p.fill <= -1e30f)) return none;
+      for (int64_t k = j; k < s; ++k)
+        if (row[k] != p.fill) return none;
+    }
+    p.live[static_cast<size_t>(r)] = j;
+  }
+  if (p.fill == 0.0f) return none;  // all zeros: nothing to skip
+  return p;
+}
+
 }  // namespace
+
+PreparedOp prepare_attention(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+  (void)op;
+  auto prefixes = std::make_shared<MaskPrefixes>();
+  if (inputs.size() != 4 || !inputs[3].data || !inputs[0].shape || !inputs[1].shape ||
+      !inputs[3].shape)
+    return prefixes;
+  // A plane of the scores' own [M, S], not one broadcast along either.
+  const graph::Shape &q = *inputs[0].shape, &kt = *inputs[1].shape, &mask = *inputs[3].shape;
+  if (q.size() < 2 || kt.size() < 2 || mask.size() < 2 ||
+      mask[mask.size() - 2] != q[q.size() - 2] || mask.back() != kt.back())
+    return prefixes;
+  *prefixes = mask_prefixes(inputs[3].data, mask);
+  return prefixes;
+}
 
 std::optional<std::string> attention_applies(const graph::Operator& op,
                                              std::span<const ConstTensorView> inputs) {
@@ -151,6 +204,12 @@ void attention(const TileArgs& args) {
            : std::vector<int64_t>(rank, 0);
   const int64_t mask_step = mask_strides[rank - 1];
   const int64_t block_rows = std::clamp<int64_t>(kScoreBlockFloats / s, 1, m1 - m0);
+  // The mask's zero runs, where prepare found them (the mask's plane is then
+  // [m, s], one for every batch index).
+  const auto* prepared = static_cast<const MaskPrefixes*>(args.prepared);
+  const std::vector<int64_t>* prefixes =
+      mask && prepared && static_cast<int64_t>(prepared->live.size()) == m ? &prepared->live
+                                                                           : nullptr;
   thread_local AlignedScratch scores_scratch, row_scratch;
   float* scores = scores_scratch.at_least(block_rows * s);
   float* z = row_scratch.at_least(s);
@@ -182,11 +241,36 @@ void attention(const TileArgs& args) {
                   (std::isinf(max_abs(v_head, s * dv)) ? HUGE_VAL : 1.001);
       return z_bound;
     };
+    // The zero runs stand for the mask where every score past them gets an
+    // exp of exactly 0 from the masked softmax: fill + z_bound more than 88
+    // below -z_bound (live_columns' test, with the first column a zero).
+    const bool use_prefixes =
+        prefixes && z_bound_of_scores() < 1e30 &&
+        static_cast<double>(prepared->fill) < (-2.0 * z_bound_of_scores() - 88.0) * (1.0 + 1e-6);
     for (int64_t b0 = m0; b0 < m1; b0 += block_rows) {
       const int64_t rows = std::min(block_rows, m1 - b0);
       auto mask_row = [&](int64_t i) {
         return mask + mask_base + (b0 + i) * mask_strides[rank - 2];
       };
+      if (use_prefixes) {
+        // Row i's softmax over its zero run: the masked softmax's bits there
+        // (alpha·x + 0 is alpha·x; the masked exps it adds are +0), and the
+        // zeros it gives the rest of the block's columns.
+        const int64_t* run = prefixes->data() + b0;
+        const int64_t live = *std::max_element(run, run + rows);
+        gemm_tile(q_head + b0 * d, d, kt, scores, s, {.m0 = 0, .m1 = rows, .n0 = 0, .n1 = live},
+                  GemmEpilogue{});
+        for (int64_t i = 0; i < rows; ++i) {
+          float* row = scores + i * s;
+          ops.scaled_masked_softmax_row(row, alpha, nullptr, 0, z, row, run[i], 0, run[i]);
+          if (nan_to_zero)
+            for (int64_t j = 0; j < run[i]; ++j) row[j] = std::isnan(row[j]) ? 0.0f : row[j];
+          std::fill(row + run[i], row + live, 0.0f);
+        }
+        gemm_tile_leading_rows(scores, s, v, live, y + (flat * m + b0) * dv, dv,
+                               {.m0 = 0, .m1 = rows, .n0 = n0, .n1 = n1});
+        continue;
+      }
       // Columns past `live` are exactly 0 after the softmax: not computed.
       // The output's bits are the whole row's wherever P·V runs as one K
       // slice both ways (S up to 1.25 · kc, 1280 for the default kernels);

@@ -91,8 +91,12 @@ void matmul_batched(const TileArgs& args);
 std::optional<std::string> matmul_batched_applies(const graph::Operator& op,
                                                   std::span<const ConstTensorView> inputs);
 // attention_ops.cpp — "cpu.attention": FusedAttention (graph/fuse_attention.hpp)
-// a block of query rows at a time, the block's scores kept in L2.
+// a block of query rows at a time, the block's scores kept in L2. Its
+// prepare reads a constant mask's rows once (a causal mask: each row zeros,
+// then one large negative fill), so that the run neither reads the mask nor
+// normalises a row past its own last unmasked column.
 void attention(const TileArgs& args);
+PreparedOp prepare_attention(const graph::Operator& op, std::span<const ConstTensorView> inputs);
 std::optional<std::string> attention_applies(const graph::Operator& op,
                                              std::span<const ConstTensorView> inputs);
 std::optional<std::string> matmul_applies(const graph::Operator& op,

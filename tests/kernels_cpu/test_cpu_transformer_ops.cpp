@@ -152,8 +152,8 @@ std::vector<float> run_reference(const Case& c) {
 
 // The variant over random tiles; checks that each tile writes only its
 // region and that everything is written.
-std::vector<float> run_tiled(const TileKernelVariant& variant, const Case& c,
-                             std::mt19937_64& rng) {
+std::vector<float> run_tiled(const TileKernelVariant& variant, const Case& c, std::mt19937_64& rng,
+                             const void* prepared = nullptr) {
   const std::vector<ConstTensorView> views = views_of(c);
   const int64_t numel = graph::shape_numel(c.output);
   std::vector<float> out(static_cast<size_t>(numel), sentinel());
@@ -163,7 +163,8 @@ std::vector<float> run_tiled(const TileKernelVariant& variant, const Case& c,
                  .inputs = views.data(),
                  .input_count = views.size(),
                  .output = {out.data(), &c.output},
-                 .region = &tile});
+                 .region = &tile,
+                 .prepared = prepared});
     int64_t outside = 0;
     for (int64_t i = 0; i < numel; ++i)
       if (!test::inside(tile, c.output, i) && bits(out[i]) != bits(before[i]) && outside++ < 3)
@@ -1051,6 +1052,24 @@ TEST_CASE("cpu.gather: the last axis is the reference's, an index out of range a
   }
 }
 
+// Whether mask [rows, cols] (exactly the scores' plane) is, in every row, a
+// run of at least one zero and then one value <= -1e30 throughout.
+bool prefix_mask(const std::vector<float>& mask, const Shape& shape, int64_t rows, int64_t cols) {
+  if (shape != Shape{rows, cols}) return false;
+  float fill = 0.0f;
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t j = 0;
+    while (j < cols && mask[static_cast<size_t>(i * cols + j)] == 0.0f) ++j;
+    if (j == 0) return false;
+    for (; j < cols; ++j) {
+      const float x = mask[static_cast<size_t>(i * cols + j)];
+      if (fill == 0.0f) fill = x;
+      if (x != fill || !(x <= -1e30f)) return false;
+    }
+  }
+  return fill != 0.0f;
+}
+
 TEST_CASE(
     "FusedAttention: the bits of the MatMul, Softmax, MatMul it replaces, reference and CPU") {
   // graph/fuse_attention.hpp. The reference kernel must give the reference
@@ -1064,6 +1083,7 @@ TEST_CASE(
   // or a NaN query make NaN probabilities for it to zero.
   const uint64_t seed0 = base_seed();
   IsaGuard guard;
+  int prefix_cases = 0;
   for (int t = 0; t < 60; ++t) {
     const uint64_t seed = seed0 + static_cast<uint64_t>(t);
     std::mt19937_64 rng(seed * 8191 + 7);
@@ -1120,10 +1140,14 @@ TEST_CASE(
         mask_shape = {m, s};
         mask.assign(static_cast<size_t>(m * s), 0.0f);
         const int64_t shift = static_cast<int64_t>(rng() % 3);
+        // One fill (GPT-2's), which cpu.attention's prepare reads as each
+        // row's run of zeros, or a mix of them, which it does not.
+        const bool one_fill = rng() % 2 == 0;
+        const float fill = pick(rng, {std::numeric_limits<float>::lowest(), -kInf, -1e30f});
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = i + shift + 1; j < s; ++j)
             mask[static_cast<size_t>(i * s + j)] =
-                pick(rng, {std::numeric_limits<float>::lowest(), -kInf, -1e30f});
+                one_fill ? fill : pick(rng, {std::numeric_limits<float>::lowest(), -kInf, -1e30f});
       } else if (form == 2) {  // padding, as BERT's: the last columns of every row
         mask_shape = {1, s};
         mask.assign(static_cast<size_t>(s), 0.0f);
@@ -1170,12 +1194,28 @@ TEST_CASE(
     const TileKernelVariant* variant =
         kernels::find_tile_kernel_variant(OpType::FusedAttention, "cpu.attention");
     REQUIRE(variant != nullptr);
+    // Prepared with the mask as the constant it is in a model: a mask of
+    // zero runs and one fill is then not read at run time where the scores
+    // are finite (a copy of NaN in its place must change nothing).
+    const bool finite =
+        std::ranges::all_of(att.data[0], [](float x) { return std::isfinite(x); }) &&
+        std::ranges::all_of(att.data[2], [](float x) { return std::isfinite(x); });
+    const bool prefixes = with_mask && finite && prefix_mask(att.data[3], att.shapes[3], m, s);
+    prefix_cases += prefixes;
     for (cpu::GemmIsa isa : supported_isas()) {
       INFO("ISA ", cpu::gemm_isa_name(isa));
       cpu::set_gemm_isa(isa);
       const std::vector<float> unfused = chain("cpu.matmul_batched", "cpu.softmax");
       CHECK(same_bits_or_nan(run_whole("cpu.attention", att), unfused));
       CHECK(same_bits_or_nan(run_tiled(*variant, att, rng), unfused));
+      if (!with_mask) continue;
+      std::vector<ConstTensorView> prepare_views = views_of(att);
+      for (size_t i = 0; i < 3; ++i) prepare_views[i].data = nullptr;  // activations
+      const kernels::PreparedOp prepared = variant->prepare(att.op, prepare_views);
+      Case run = att;
+      if (prefixes)
+        std::fill(run.data[3].begin(), run.data[3].end(), std::numeric_limits<float>::quiet_NaN());
+      CHECK(same_bits_or_nan(run_tiled(*variant, run, rng, prepared.get()), unfused));
     }
     // Against the reference: each score's FMA sum differs from the
     // reference's by at most d² ulps of 1 (|q|, |k| <= 1), a softmax input
@@ -1187,4 +1227,7 @@ TEST_CASE(
     const double tol = 4.0 * (2.0 * z_error + static_cast<double>(s + 16) * eps);
     check_case("cpu.attention", att, seed, [tol](size_t, float) { return tol; });
   }
+  // Every sixth case at least is a causal mask (t % 10 == 5 always, half of
+  // them with one fill); most have finite operands.
+  CHECK(prefix_cases > 0);
 }

@@ -249,6 +249,9 @@ int main(int argc, char** argv) {
        false, graph::Activation::Relu, 128},
       {"14x14 256->256, channels 192:256", 256, 256, 14, 3, 1, 0, 14, 1, graph::Layout::NCHW, false,
        false, graph::Activation::Relu, 256, 192},
+      // Few input channels: where the transforms cost what the GEMMs save.
+      {"208x208 12->32 (YOLO stem), rows 0:52", 12, 32, 208, 3, 1, 0, 52},
+      {"104x104 32->64, rows 0:52", 32, 64, 104, 3, 1, 0, 52},
   };
   // F(2×2, 3×3) on small maps: ResNet-50's 7×7 stage and a YOLO-style
   // head's 13×13 convs (whole, and as the tiler cuts them for 2 threads:

@@ -284,7 +284,9 @@ std::optional<std::string> conv_winograd_applies(const graph::Operator& op,
   // winograd_tiling); ResNet-50's 14×14×256 convs then took 1.30 ms each
   // against 1.60 for cpu.conv_gemm (tessera run --profile, 1 thread, two
   // channel tiles). At 7×7 a whole map is 4 blocks: slower.
-  // Below 32 channels the transforms weigh more than the GEMMs they shrink.
+  // Below 32 channels the transforms weigh more than the GEMMs they shrink
+  // (bench_conv: rows 0:52 of a 208×208 12->32 conv, a YOLO-style stem's,
+  // x1.01; of 104×104 32->64, x2.0).
   if (g.out_h < kMinWinogradSide || g.out_w < kMinWinogradSide)
     return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) + " is below " +
            std::to_string(kMinWinogradSide) + "x" + std::to_string(kMinWinogradSide) +

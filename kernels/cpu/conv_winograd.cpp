@@ -89,6 +89,23 @@ std::optional<std::string> supports_with(const graph::Operator& op,
   return std::nullopt;
 }
 
+// The speed rules' reasons: an output below side×side, and too few channels.
+std::optional<std::string> map_below(const ConvGeometry& g, int64_t side, int block) {
+  if (g.out_h >= side && g.out_w >= side) return std::nullopt;
+  const std::string b = std::to_string(block);
+  return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) + " is below " +
+         std::to_string(side) + "x" + std::to_string(side) + " (too few " + b + "x" + b +
+         " blocks to win)";
+}
+
+std::optional<std::string> too_few_channels(const ConvGeometry& g) {
+  if (g.channels >= kMinWinogradChannels && g.out_channels >= kMinWinogradChannels)
+    return std::nullopt;
+  return std::to_string(g.channels) + " -> " + std::to_string(g.out_channels) +
+         " channels: below " + std::to_string(kMinWinogradChannels) +
+         " the transforms cost more than Winograd saves";
+}
+
 bool is_nhwc(graph::Layout layout) {
   return layout == graph::Layout::NHWC;
 }
@@ -287,15 +304,8 @@ std::optional<std::string> conv_winograd_applies(const graph::Operator& op,
   // Below 32 channels the transforms weigh more than the GEMMs they shrink
   // (bench_conv: rows 0:52 of a 208×208 12->32 conv, a YOLO-style stem's,
   // x1.01; of 104×104 32->64, x2.0).
-  if (g.out_h < kMinWinogradSide || g.out_w < kMinWinogradSide)
-    return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) + " is below " +
-           std::to_string(kMinWinogradSide) + "x" + std::to_string(kMinWinogradSide) +
-           " (too few 4x4 blocks to win)";
-  if (g.channels < kMinWinogradChannels || g.out_channels < kMinWinogradChannels)
-    return std::to_string(g.channels) + " -> " + std::to_string(g.out_channels) +
-           " channels: below " + std::to_string(kMinWinogradChannels) +
-           " the transforms cost more than Winograd saves";
-  return std::nullopt;
+  if (auto why = map_below(g, kMinWinogradSide, 4)) return why;
+  return too_few_channels(g);
 }
 
 std::optional<std::string> conv_winograd_2x2_applies(const graph::Operator& op,
@@ -312,21 +322,14 @@ std::optional<std::string> conv_winograd_2x2_applies(const graph::Operator& op,
   // thread and 11.5-12.0 -> 9.7-10.1 at 2 (tessera run medians, three
   // alternating rounds), but ResNet-50's 7×7×512 convs, 16 blocks per
   // 16.8 MB of U (8 FLOP per byte), took 1.01-1.08 ms against conv_gemm's
-  // 1.10-1.12 at 1 thread and 1.20-1.22 against 1.14-1.18 at 2 (two runs
-  // of rows, each streaming all of U). So maps of at least 10×10 (25
-  // blocks) only.
+  // 1.10-1.12 at 1 thread and 1.20-1.22 against 1.14-1.18 summed over two
+  // channel tiles at 2 (each streaming half of U, both at once). So maps
+  // of at least 10×10 (25 blocks) only.
   if (g.out_h >= kMinWinogradSide && g.out_w >= kMinWinogradSide)
     return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) +
            " is cpu.conv_winograd's (F(4x4, 3x3))";
-  if (g.out_h < kMin2x2Side || g.out_w < kMin2x2Side)
-    return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) + " is below " +
-           std::to_string(kMin2x2Side) + "x" + std::to_string(kMin2x2Side) +
-           " (too few 2x2 blocks to win)";
-  if (g.channels < kMinWinogradChannels || g.out_channels < kMinWinogradChannels)
-    return std::to_string(g.channels) + " -> " + std::to_string(g.out_channels) +
-           " channels: below " + std::to_string(kMinWinogradChannels) +
-           " the transforms cost more than Winograd saves";
-  return std::nullopt;
+  if (auto why = map_below(g, kMin2x2Side, 2)) return why;
+  return too_few_channels(g);
 }
 
 namespace {

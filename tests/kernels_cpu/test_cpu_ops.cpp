@@ -1803,6 +1803,20 @@ TEST_CASE("cpu.conv_winograd and cpu.conv_winograd_2x2 read only the input their
         }
 }
 
+// A 3x3 pad-1 conv of c -> oc channels on an h x w map (output h x w).
+ConvSpec same_3x3(int64_t c, int64_t oc, int64_t h, int64_t w) {
+  return {.channels = c,
+          .out_channels = oc,
+          .in_h = h,
+          .in_w = w,
+          .k_h = 3,
+          .k_w = 3,
+          .pad_top = 1,
+          .pad_left = 1,
+          .pad_bottom = 1,
+          .pad_right = 1};
+}
+
 // The compiler's choice among the 3x3 conv variants, and its report: each
 // Winograd form on the maps it takes, and variants skipped for the same
 // reason named together in one entry.
@@ -1820,16 +1834,7 @@ TEST_CASE("the kernel choice picks the Winograd form by map size and explains it
   auto reported = [](const kernels::KernelChoice& choice, const std::string& text) {
     return std::find(choice.skipped.begin(), choice.skipped.end(), text) != choice.skipped.end();
   };
-  ConvSpec spec{.channels = 32,
-                .out_channels = 48,
-                .in_h = 13,
-                .in_w = 13,
-                .k_h = 3,
-                .k_w = 3,
-                .pad_top = 1,
-                .pad_left = 1,
-                .pad_bottom = 1,
-                .pad_right = 1};
+  ConvSpec spec = same_3x3(32, 48, 13, 13);
   CHECK(choose(spec).kernel == "cpu.conv_winograd_2x2");
   spec.in_h = spec.in_w = 14;
   CHECK(choose(spec).kernel == "cpu.conv_winograd");
@@ -1879,16 +1884,7 @@ TEST_CASE("cpu.conv_winograd says which convs it cannot compute") {
   check_reason(supports(runtime_weights), "weights are not constant");
   // The registry's applies() (supports + the speed rule) explains itself too.
   check_reason(applies("cpu.conv_winograd", *conv_case(s, "1-D")), "not a 2-D conv");
-  ConvSpec fits{.channels = 32,
-                .out_channels = 48,
-                .in_h = 28,
-                .in_w = 30,
-                .k_h = 3,
-                .k_w = 3,
-                .pad_top = 1,
-                .pad_left = 1,
-                .pad_bottom = 1,
-                .pad_right = 1};
+  const ConvSpec fits = same_3x3(32, 48, 28, 30);
   CHECK_FALSE(applies("cpu.conv_winograd", *conv_case(fits, "fits")).has_value());
   ConvSpec small_map = fits;
   small_map.in_h = 13;

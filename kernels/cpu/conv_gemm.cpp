@@ -14,6 +14,9 @@
 //     reads, into a pixel-major window panel (zero where it overhangs the
 //     image), and the patches are gathered from that (a 1×1 stride-1 conv
 //     uses the panel as A);
+//     Inputs of few channels (stems: up to 4 NCHW, 64 NHWC) into NHWC Y are
+//     read in place instead, through a table of tap offsets
+//     (run_indirect_rows), with patches for the border pixels only;
 //     With a fused input scale (a squeeze-and-excitation Mul, 1×1 convs
 //     only) the chunk's A is the input times the scale, copied into the
 //     patch panel: x * s goes to L1/L2, never back to memory;
@@ -54,11 +57,13 @@ constexpr int64_t kMaxChunkPixels = 512;
 struct ConvGemmPrepared {
   PackedMatrix weights;  // W' viewed [OC, kH·kW·C], packed as the transposed B
   ConvGeometry geometry;
-  // For an input of at most kIndirectMaxChannels channels (the stems): the
-  // k offsets of the taps, in the packed weights' [kH, kW, C] order, from a
-  // window's top-left pixel in the NCHW input planes (run_planar_rows).
-  // They depend on the geometry only; empty when they would pass int32.
+  // For an input of few channels (the stems): the k offsets of the taps, in
+  // the packed weights' [kH, kW, C] order, from a window's top-left pixel
+  // in the NCHW input planes (up to kIndirectMaxChannels) and in an NHWC
+  // input (up to kIndirectMaxNhwcChannels), for run_indirect_rows. They
+  // depend on the geometry only; empty when they would pass int32.
   std::vector<int32_t> planar_offsets;
+  std::vector<int32_t> nhwc_offsets;
 };
 
 // Per-thread panels, grown on first use, never per call.
@@ -173,6 +178,17 @@ void gather_input_window(const float* image, const ConvGeometry& g, int64_t ih_b
 // more channels the taps of one k step sit in C planes apart and the patch
 // gather pays again.
 constexpr int64_t kIndirectMaxChannels = 4;
+// NHWC inputs of at most this many channels into NHWC Y take the same route
+// (but a 1×1 stride-1 conv, which reads X as A anyway), their taps' C-runs
+// read in place: gathering a patch per pixel (kH runs of kW·C floats) took
+// 40% of a YOLO-style stem's time (12 channels after its space-to-depth
+// Concat). bench_conv nhwc, 1 thread, this Zen 5, patches -> in place: that
+// stem (rows 0:52 of 208×208 12->32) 0.48-0.53 -> 0.33 ms, MobileNetV2's
+// stem on NHWC X 0.124 -> 0.064, 56×56 64->64 3×3 0.52 -> 0.46; but 14×14
+// 256->256 3×3 0.47 -> 0.51, 13×13 512->1024 7.1-7.5 -> 9.4 and 14×14
+// 1024->2048 1×1 stride 2 0.48 -> 0.74 (A is never packed: with long
+// rows of taps the broadcasts miss L1), 28×28 128->128 the same.
+constexpr int64_t kIndirectMaxNhwcChannels = 64;
 
 // The patches of `rows` × `cols` output pixels straight from an NHWC image,
 // their window's top-left input pixel at (ih_begin, iw_begin), zero where a
@@ -240,19 +256,27 @@ void gather_planar_patch(const float* image, const ConvGeometry& g, int64_t ih0,
 }
 
 // A chunk of `rows` × `cols` output pixels (window top-left input pixel of
-// the first at (ih_begin, iw_begin)) of an NCHW image with few channels into
-// NHWC Y (the stems): the pixels whose windows lie inside the image read it
-// in place through `offsets` (gemm_tile_indirect, one GEMM per output
-// row, its rows stride_w apart), with no copy of the input; the border
-// pixels (padding) get explicit patches, a GEMM per border column over the
-// chunk's rows (their outputs are a row of pixels apart) and one per border
-// row. MobileNetV2's stem copied its whole 600 KB input into a padded window
-// per run before (66 us of 290, perf).
-void run_planar_rows(const float* image, const ConvGeometry& g, const PackedMatrix& weights,
-                     const int32_t* offsets, ConvScratch& scratch, int64_t ih_begin, int64_t rows,
-                     int64_t iw_begin, int64_t cols, float* y, int64_t oc0, int64_t oc1,
-                     const GemmEpilogue& epilogue) {
+// the first at (ih_begin, iw_begin)) of an image with few channels, NCHW or
+// NHWC (`nhwc`), into NHWC Y (the stems): the pixels whose windows lie
+// inside the image read it in place through `offsets` (gemm_tile_indirect,
+// one GEMM per output row, its rows stride_w pixels apart), with no copy of
+// the input; the border pixels (padding) get explicit patches, a GEMM per
+// border column over the chunk's rows (their outputs are a row of pixels
+// apart) and one per border row. MobileNetV2's stem copied its whole 600 KB
+// input into a padded window per run before (66 us of 290, perf).
+void run_indirect_rows(const float* image, bool nhwc, const ConvGeometry& g,
+                       const PackedMatrix& weights, const int32_t* offsets, ConvScratch& scratch,
+                       int64_t ih_begin, int64_t rows, int64_t iw_begin, int64_t cols, float* y,
+                       int64_t oc0, int64_t oc1, const GemmEpilogue& epilogue) {
   const int64_t k = weights.k(), oc = g.out_channels;
+  // An input pixel's first float, and the floats from one pixel to the next.
+  const int64_t pixel_floats = nhwc ? g.channels : 1;
+  auto patch_at = [&](int64_t ih0, int64_t iw0, float* patch) {
+    if (nhwc)
+      gather_nhwc_patches(image, g, ih0, 1, iw0, 1, patch);
+    else
+      gather_planar_patch(image, g, ih0, iw0, patch);
+  };
   const int64_t s_h = g.stride_h, s_w = g.stride_w;
   const int64_t last_tap_h = (g.k_h - 1) * g.dilation_h, last_tap_w = (g.k_w - 1) * g.dilation_w;
   // Columns [m_lo, m_hi) and rows [r_lo, r_hi) whose windows are inside.
@@ -276,19 +300,18 @@ void run_planar_rows(const float* image, const ConvGeometry& g, const PackedMatr
   if (m_lo < m_hi)
     for (int64_t r = r_lo; r < r_hi; ++r) {
       const int64_t pixel = r * cols + m_lo;
-      gemm_tile_indirect(image + (ih_begin + r * s_h) * g.in_w + iw_begin + m_lo * s_w, s_w,
-                         offsets, weights, y + pixel * oc, oc,
-                         {.m0 = 0, .m1 = m_hi - m_lo, .n0 = oc0, .n1 = oc1},
-                         with_residual_at(pixel, 1));
+      gemm_tile_indirect(
+          image + ((ih_begin + r * s_h) * g.in_w + iw_begin + m_lo * s_w) * pixel_floats,
+          s_w * pixel_floats, offsets, weights, y + pixel * oc, oc,
+          {.m0 = 0, .m1 = m_hi - m_lo, .n0 = oc0, .n1 = oc1}, with_residual_at(pixel, 1));
     }
   // Border columns of the inside rows, then the border rows.
-  float* patches = grown(scratch.patches, std::max(r_hi - r_lo, cols) * k);
+  float* patches = grown(scratch.patches, std::max(r_hi - r_lo, cols) * k + kRunSlackFloats);
   for (int64_t m = 0; m < cols; ++m) {
     if (m == m_lo) m = std::max(m, m_hi);
     if (m >= cols || r_lo >= r_hi) break;
     for (int64_t r = r_lo; r < r_hi; ++r)
-      gather_planar_patch(image, g, ih_begin + r * s_h, iw_begin + m * s_w,
-                          patches + (r - r_lo) * k);
+      patch_at(ih_begin + r * s_h, iw_begin + m * s_w, patches + (r - r_lo) * k);
     const int64_t pixel = r_lo * cols + m;
     gemm_tile(patches, k, weights, y + pixel * oc, cols * oc,
               {.m0 = 0, .m1 = r_hi - r_lo, .n0 = oc0, .n1 = oc1}, with_residual_at(pixel, cols));
@@ -297,7 +320,7 @@ void run_planar_rows(const float* image, const ConvGeometry& g, const PackedMatr
     if (r == r_lo) r = std::max(r, r_hi);
     if (r >= rows) break;
     for (int64_t m = 0; m < cols; ++m)
-      gather_planar_patch(image, g, ih_begin + r * s_h, iw_begin + m * s_w, patches + m * k);
+      patch_at(ih_begin + r * s_h, iw_begin + m * s_w, patches + m * k);
     gemm_tile(patches, k, weights, y + r * cols * oc, oc,
               {.m0 = 0, .m1 = cols, .n0 = oc0, .n1 = oc1}, with_residual_at(r * cols, 1));
   }
@@ -333,9 +356,12 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, const PackedM
   const float* scale = scale_input ? input_scale(args, n) : nullptr;
   const int64_t window_rows = (rows - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1;
   const int64_t window_cols = (cols - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
-  const bool indirect = !x_nhwc && y_nhwc && !scale && g.rank == 4 && !prep.planar_offsets.empty();
+  const std::vector<int32_t>& offsets = x_nhwc ? prep.nhwc_offsets : prep.planar_offsets;
+  // (A 1x1 stride-1 conv on NHWC X reads X itself as A, below.)
+  const bool indirect =
+      y_nhwc && !scale && g.rank == 4 && !offsets.empty() && !(x_nhwc && input_is_a(args, g));
   if (indirect) {
-    // run_planar_rows reads the input planes through prep.planar_offsets.
+    // run_indirect_rows reads the input through the offsets.
   } else if (scale && input_is_a(args, g)) {
     float* scaled = grown(scratch.patches, pixels * c);
     const float* x = args.inputs[0].data + first_pixel * c;
@@ -398,9 +424,8 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, const PackedM
   }
 
   if (indirect) {
-    run_planar_rows(image, g, weights, prep.planar_offsets.data(), scratch, ih_begin, rows,
-                    iw_begin, cols, args.output.data + first_pixel * g.out_channels, oc0, oc1,
-                    epilogue);
+    run_indirect_rows(image, x_nhwc, g, weights, offsets.data(), scratch, ih_begin, rows, iw_begin,
+                      cols, args.output.data + first_pixel * g.out_channels, oc0, oc1, epilogue);
     return;
   }
   const GemmTile tile{.m0 = 0, .m1 = pixels, .n0 = oc0, .n1 = oc1};
@@ -451,15 +476,18 @@ PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTen
   prep->weights = pack_b(permuted.data(), k, g.out_channels, k, /*transposed=*/true,
                          gemm_microkernel_for_columns(g.out_channels));
   // int32 offsets must reach every float of an image.
-  if (g.rank == 4 && g.channels <= kIndirectMaxChannels &&
-      g.channels * g.in_h * g.in_w <= std::numeric_limits<int32_t>::max()) {
-    prep->planar_offsets.reserve(static_cast<size_t>(k));
+  const bool fits_int32 = g.channels * g.in_h * g.in_w <= std::numeric_limits<int32_t>::max();
+  if (g.rank == 4 && fits_int32)
     for (int64_t kh = 0; kh < g.k_h; ++kh)
       for (int64_t kw = 0; kw < g.k_w; ++kw)
-        for (int64_t ch = 0; ch < g.channels; ++ch)
-          prep->planar_offsets.push_back(
-              static_cast<int32_t>((ch * g.in_h + kh * g.dilation_h) * g.in_w + kw * g.dilation_w));
-  }
+        for (int64_t ch = 0; ch < g.channels; ++ch) {
+          const int64_t ih = kh * g.dilation_h, iw = kw * g.dilation_w;
+          if (g.channels <= kIndirectMaxChannels)
+            prep->planar_offsets.push_back(static_cast<int32_t>((ch * g.in_h + ih) * g.in_w + iw));
+          if (g.channels <= kIndirectMaxNhwcChannels)
+            prep->nhwc_offsets.push_back(
+                static_cast<int32_t>((ih * g.in_w + iw) * g.channels + ch));
+        }
   return prep;
 }
 

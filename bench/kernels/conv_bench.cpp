@@ -249,6 +249,8 @@ int main(int argc, char** argv) {
        false, graph::Activation::Relu, 128},
       {"14x14 256->256, channels 192:256", 256, 256, 14, 3, 1, 0, 14, 1, graph::Layout::NCHW, false,
        false, graph::Activation::Relu, 256, 192},
+      // The YOLO-style head's 26x26 conv after its upsample and Concat.
+      {"26x26 384->256 (YOLO head), whole", 384, 256, 26, 3, 1, 0, 26},
       // Few input channels: where the transforms cost what the GEMMs save.
       {"208x208 12->32 (YOLO stem), rows 0:52", 12, 32, 208, 3, 1, 0, 52},
       {"104x104 32->64, rows 0:52", 32, 64, 104, 3, 1, 0, 52},

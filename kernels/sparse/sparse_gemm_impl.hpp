@@ -86,6 +86,12 @@ void bsr_tile(const SparseTileRun& run) {
   const int64_t panel_floats = std::max<int64_t>(1, k_total) * MR;
   float* a_panels = grown(scratch.a_panels, (kChunk / MR) * panel_floats);
   alignas(64) float tmp[MR][BN];
+  // An epilogue of the bare sum, or of C plus it: the BSR part that writes
+  // first, or a middle one, of several (sparse_gemm_tile).
+  const GemmEpilogue& ep = *run.epilogue;
+  const bool plain = ep.bias_kind == cpu::GemmBias::kNone && !ep.residual &&
+                     ep.activation == cpu::GemmActivation::kNone;
+  const bool accumulate = ep.accumulate;
   for (int64_t mc = t.m0; mc < t.m1; mc += kChunk) {
     const int64_t mc_end = std::min(t.m1, mc + kChunk);
     for (int64_t m = mc; m < mc_end; m += MR) {
@@ -136,6 +142,25 @@ void bsr_tile(const SparseTileRun& run) {
           } else {
             for (int64_t kk = 0; kk < k_total - k0; ++kk) step(block + kk * BN, ak + kk * MR);
           }
+        }
+        if (plain && lo == col0 && hi == col0 + BN) {
+          // The sums go straight to C (added to it when accumulating): no
+          // bias, residual or activation to apply, and the whole strip in
+          // the tile. Through tmp and finish_row, a call per row and strip,
+          // it cost 0.16-0.23 ms of bench_spmm's 32x32-block cases (1.2 ms
+          // at 90%).
+#pragma GCC unroll 16
+          for (int i = 0; i < MR; ++i) {
+            if (i >= rows) break;
+            float* c_row = run.c + (m + i) * run.ldc + col0;
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) {
+              Batch x = acc[i][v];
+              if (accumulate) x += Batch::load_unaligned(c_row + v * W);
+              x.store_unaligned(c_row + v * W);
+            }
+          }
+          continue;
         }
 #pragma GCC unroll 16
         for (int i = 0; i < MR; ++i)

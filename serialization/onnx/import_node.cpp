@@ -81,14 +81,37 @@ void Importer::import_node(const onnx::NodeProto& node, const std::string& name)
       o.attrs.trans_b = attr_int(node, name, "transB", 0) != 0;
       data_inputs = has_input(node, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
       break;
+    // Ops with no attributes to read: their data operands only.
     case OpType::MatMul:
     case OpType::Add:
     case OpType::Mul:
+    case OpType::Sub:
+    case OpType::Div:
+    case OpType::Pow:
+    case OpType::Max:  // import_max_min: two operands
+    case OpType::Min:
       data_inputs = {0, 1};
       break;
     case OpType::Relu:
     case OpType::Sigmoid:
     case OpType::GlobalAveragePool:
+    case OpType::Sqrt:
+    case OpType::Erf:
+    case OpType::Tanh:
+    case OpType::HardSwish:
+    case OpType::Neg:
+    case OpType::Exp:
+    case OpType::Log:
+    case OpType::Reciprocal:
+    case OpType::Abs:
+    case OpType::Softplus:
+    case OpType::IsNaN:
+    case OpType::Sin:
+    case OpType::Cos:
+    case OpType::Floor:
+    case OpType::Ceil:
+    case OpType::Round:
+    case OpType::Sign:
       data_inputs = {0};
       break;
     case OpType::Clip:
@@ -201,16 +224,6 @@ void Importer::import_node(const onnx::NodeProto& node, const std::string& name)
       }
       break;
     }
-    case OpType::Sub:
-    case OpType::Div:
-    case OpType::Pow:
-      data_inputs = {0, 1};
-      break;
-    case OpType::Sqrt:
-    case OpType::Erf:
-    case OpType::Tanh:
-      data_inputs = {0};
-      break;
     case OpType::Gelu: {
       const std::string approximate = attr_string(node, name, "approximate", "none");
       if (approximate != "none" && approximate != "tanh")
@@ -301,26 +314,6 @@ void Importer::import_node(const onnx::NodeProto& node, const std::string& name)
       o.attrs.alpha = attr_float(node, name, "alpha", 0.2f);
       o.attrs.beta = attr_float(node, name, "beta", 0.5f);
       data_inputs = {0};
-      break;
-    case OpType::HardSwish:
-    case OpType::Neg:
-    case OpType::Exp:
-    case OpType::Log:
-    case OpType::Reciprocal:
-    case OpType::Abs:
-    case OpType::Softplus:
-    case OpType::IsNaN:
-    case OpType::Sin:
-    case OpType::Cos:
-    case OpType::Floor:
-    case OpType::Ceil:
-    case OpType::Round:
-    case OpType::Sign:
-      data_inputs = {0};
-      break;
-    case OpType::Max:  // import_max_min: two operands
-    case OpType::Min:
-      data_inputs = {0, 1};
       break;
     case OpType::Pad:
       resolve_pad(node, name, o.attrs);

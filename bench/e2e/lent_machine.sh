@@ -56,14 +56,28 @@ for f in .devlib/*.xz; do [ -e "$f" ] && xz -dkf "$f"; done
 
 # Session 25 (H100 machine, 16-core Xeon): each CNN took ~65 s with the four peers and two
 # rounds (PyTorch's start-up and TorchScript's trace dominate), BERT ~70 s, GPT-2 at 1024 ~80 s
-# with three peers; VGG-16 did not fit the first call. Budget for it. The transformers come
-# first (they changed most since session 25); CNN_PEERS trims the CNN stage's peers.
+# with three peers; VGG-16 did not fit the first call. Budget for it. The open YOLO question
+# comes first, then the transformers and the CNNs; CNN_PEERS trims the CNN stage's peers.
 PEERS=(--tessera "$TESSERA" --threads "$THREADS" --rounds 2 --iterations 10 --warmup 2
        --models-dir /tmp/tessera_models)
 # This CPU's clock, FMA peak and the GEMM microkernels against oneDNN on ResNet-50's conv
 # shapes, 1 thread: whether a gap to ONNX Runtime here is the GEMM or the rest.
 stage sgemm "${SGEMM_LIMIT:-40}" env LD_LIBRARY_PATH="$ROOT/.devlib" build/bin/bench_sgemm \
   --benchmark_min_time=0.2s --benchmark_filter='sgemm/(square_2048|res[2-5]_3x3_[0-9x]*)/(gemm_6x64__avx512|gemm_14x32__avx512|onednn)$'
+# Session 31: the YOLO-style detector at 16 threads here came out 2.4e-4 of max |ort| from
+# ONNX Runtime 1.30 (over the conformance tolerance) while every thread count agrees to 3e-7
+# on the 2-core machine; this says at which thread counts, against which ORT level, where,
+# and how this PyTorch exported the model's Resize.
+yolo_agreement() {
+  local model=/tmp/tessera_models/yolo_n1.onnx
+  [ -e "$model" ] || "$PY" bench/e2e/compare_peers.py --tessera "$TESSERA" --threads 1 \
+    --iterations 1 --warmup 0 --models-dir /tmp/tessera_models --peers tessera --models yolo >/dev/null
+  "$PY" bench/e2e/agreement.py --tessera "$TESSERA" --model "$model" --threads 1 2 "$THREADS" \
+    --also-no-winograd --bisect 12
+}
+export -f yolo_agreement
+export THREADS
+stage yolo_agreement "${AGREEMENT_LIMIT:-90}" bash -c yolo_agreement
 # ResNet-50 at 1 thread: against ONNX Runtime, then Tessera with and without Winograd
 # (alternating), with the per-kernel-type profile.
 resnet50_one_thread() {
@@ -87,28 +101,15 @@ stage bert "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers tessera ort torch --models bert --json "$OUT/bert.json"
 stage gpt2 "${GPT2_LIMIT:-100}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers tessera ort torch --models gpt2 --seq 1024 --json "$OUT/gpt2.json"
-stage bert_b8 "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
-  --peers ${TRANSFORMER_PEERS:-tessera ort} --models bert --batch 8 --json "$OUT/bert_b8.json"
-stage bert_s384 "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
-  --peers ${TRANSFORMER_PEERS:-tessera ort} --models bert --seq 384 --json "$OUT/bert_s384.json"
 # shellcheck disable=SC2086
 stage peers "${PEERS_LIMIT:-280}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers ${CNN_PEERS:-tessera ort torch torchscript} \
   --models resnet50 mobilenetv2 efficientnet_b0 yolo --json "$OUT/peers.json"
+stage bert_b8 "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
+  --peers ${TRANSFORMER_PEERS:-tessera ort} --models bert --batch 8 --json "$OUT/bert_b8.json"
+stage bert_s384 "${BERT_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
+  --peers ${TRANSFORMER_PEERS:-tessera ort} --models bert --seq 384 --json "$OUT/bert_s384.json"
 stage scaling "${SCALING_LIMIT:-40}" "$PY" bench/e2e/synthetic_conv.py --tessera "$TESSERA" \
   --threads 1 2 4 8 "$THREADS" --iterations 5 --output "$OUT/scaling"
 stage vgg16 "${VGG_LIMIT:-90}" "$PY" bench/e2e/compare_peers.py "${PEERS[@]}" \
   --peers tessera ort torch --models vgg16 --json "$OUT/vgg16.json"
-# Session 31: the YOLO-style detector at 16 threads here came out 2.4e-4 of max |ort| from
-# ONNX Runtime 1.30 (over the conformance tolerance) while every thread count agrees to 3e-7
-# on the 2-core machine; this says at which thread counts, against which ORT level, where,
-# and how this PyTorch exported the model's Resize.
-yolo_agreement() {
-  local model=/tmp/tessera_models/yolo_n1.onnx
-  [ -e "$model" ] || "$PY" bench/e2e/compare_peers.py --tessera "$TESSERA" --threads 1 \
-    --iterations 1 --warmup 0 --models-dir /tmp/tessera_models --peers tessera --models yolo >/dev/null
-  "$PY" bench/e2e/agreement.py --tessera "$TESSERA" --model "$model" --threads 1 2 "$THREADS"
-}
-export -f yolo_agreement
-export THREADS
-stage yolo_agreement "${AGREEMENT_LIMIT:-90}" bash -c yolo_agreement

@@ -50,7 +50,10 @@ constexpr int64_t kMaxChunkBlocks = 256;
 // (measurements there).
 constexpr int64_t kMinWinogradSide = 14;
 constexpr int64_t kMinWinogradChannels = 32;
-constexpr int64_t kMin2x2Side = 10;
+// F(2×2)'s smallest map where the SGEMM runs AVX-512, and where it runs
+// AVX2 or the baseline (min_2x2_side()).
+constexpr int64_t kMin2x2SideAvx512 = 10;
+constexpr int64_t kMin2x2SideNarrow = 7;
 
 struct WinogradPrepared {
   int block = 4;                // B: output pixels per block side
@@ -104,6 +107,15 @@ std::optional<std::string> too_few_channels(const ConvGeometry& g) {
   return std::to_string(g.channels) + " -> " + std::to_string(g.out_channels) +
          " channels: below " + std::to_string(kMinWinogradChannels) +
          " the transforms cost more than Winograd saves";
+}
+
+// On a 7×7 map F(2×2)'s 16 blocks meet 16.8 MB of U per 512-channel conv (8
+// FLOP per byte), so whether it wins depends on how fast the direct conv's
+// FMAs are against memory: at 2 FMA units × 16 lanes (AVX-512) they keep up
+// with U's stream, at half that width (AVX2) the direct conv takes twice as
+// long and F(2×2)'s saved multiplies pay (conv_winograd_2x2_applies()).
+int64_t min_2x2_side() {
+  return gemm_isa() == GemmIsa::kAvx512 ? kMin2x2SideAvx512 : kMin2x2SideNarrow;
 }
 
 bool is_nhwc(graph::Layout layout) {
@@ -323,12 +335,16 @@ std::optional<std::string> conv_winograd_2x2_applies(const graph::Operator& op,
   // alternating rounds), but ResNet-50's 7×7×512 convs, 16 blocks per
   // 16.8 MB of U (8 FLOP per byte), took 1.01-1.08 ms against conv_gemm's
   // 1.10-1.12 at 1 thread and 1.20-1.22 against 1.14-1.18 summed over two
-  // channel tiles at 2 (each streaming half of U, both at once). So maps
-  // of at least 10×10 (25 blocks) only.
+  // channel tiles at 2 (each streaming half of U, both at once). So with
+  // AVX-512, maps of at least 10×10 (25 blocks) only. With AVX2 (a Zen 4
+  // guest that hides AVX-512, 2 cores) the same two ResNet-50 convs took
+  // 3.14-3.27 ms each as conv_gemm and 2.01-2.37 as F(2×2) at 1 thread,
+  // 3.30-3.64 against 2.23-2.78 summed over two tiles at 2 (tessera run
+  // --profile, three alternating rounds): there maps from 7×7.
   if (g.out_h >= kMinWinogradSide && g.out_w >= kMinWinogradSide)
     return "output " + std::to_string(g.out_h) + "x" + std::to_string(g.out_w) +
            " is cpu.conv_winograd's (F(4x4, 3x3))";
-  if (auto why = map_below(g, kMin2x2Side, 2)) return why;
+  if (auto why = map_below(g, min_2x2_side(), 2)) return why;
   return too_few_channels(g);
 }
 

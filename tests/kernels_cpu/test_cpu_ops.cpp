@@ -1838,13 +1838,24 @@ TEST_CASE("the kernel choice picks the Winograd form by map size and explains it
   CHECK(choose(spec).kernel == "cpu.conv_winograd_2x2");
   spec.in_h = spec.in_w = 14;
   CHECK(choose(spec).kernel == "cpu.conv_winograd");
-  spec.in_h = spec.in_w = 7;
-  const kernels::KernelChoice small = choose(spec);
-  CHECK(small.kernel == "cpu.conv_gemm");
-  CHECK(
-      reported(small, "cpu.conv_winograd: output 7x7 is below 14x14 (too few 4x4 blocks to win)"));
-  CHECK(reported(small,
-                 "cpu.conv_winograd_2x2: output 7x7 is below 10x10 (too few 2x2 blocks to win)"));
+  // F(2x2)'s smallest map depends on the SGEMM's ISA: 10x10 with AVX-512,
+  // 7x7 with AVX2 and the baseline (conv_winograd_2x2_applies()).
+  IsaGuard guard;
+  for (cpu::GemmIsa isa : supported_isas()) {
+    INFO("ISA ", cpu::gemm_isa_name(isa));
+    cpu::set_gemm_isa(isa);
+    const bool avx512 = isa == cpu::GemmIsa::kAvx512;
+    spec.in_h = spec.in_w = 7;
+    const kernels::KernelChoice seven = choose(spec);
+    CHECK(seven.kernel == (avx512 ? "cpu.conv_gemm" : "cpu.conv_winograd_2x2"));
+    CHECK(reported(seven,
+                   "cpu.conv_winograd: output 7x7 is below 14x14 (too few 4x4 blocks to win)"));
+    CHECK(reported(seven,
+                   "cpu.conv_winograd_2x2: output 7x7 is below 10x10 (too few 2x2 "
+                   "blocks to win)") == avx512);
+    spec.in_h = spec.in_w = 6;
+    CHECK(choose(spec).kernel == "cpu.conv_gemm");
+  }
   spec.k_h = spec.k_w = 1;
   spec.pad_top = spec.pad_left = spec.pad_bottom = spec.pad_right = 0;
   const kernels::KernelChoice pointwise = choose(spec);
@@ -1907,7 +1918,21 @@ TEST_CASE("cpu.conv_winograd says which convs it cannot compute") {
   check_reason(applies("cpu.conv_winograd", *conv_case(tall, "40x13")), "is below 14x14");
   ConvSpec map9 = fits;
   map9.in_h = map9.in_w = 9;
-  check_reason(applies("cpu.conv_winograd_2x2", *conv_case(map9, "9x9")), "is below 10x10");
+  ConvSpec map6 = fits;
+  map6.in_h = map6.in_w = 6;
+  {
+    IsaGuard guard;
+    for (cpu::GemmIsa isa : supported_isas()) {
+      INFO("ISA ", cpu::gemm_isa_name(isa));
+      cpu::set_gemm_isa(isa);
+      if (isa == cpu::GemmIsa::kAvx512)
+        check_reason(applies("cpu.conv_winograd_2x2", *conv_case(map9, "9x9")), "is below 10x10");
+      else
+        CHECK_FALSE(applies("cpu.conv_winograd_2x2", *conv_case(map9, "9x9")).has_value());
+      check_reason(applies("cpu.conv_winograd_2x2", *conv_case(map6, "6x6")),
+                   isa == cpu::GemmIsa::kAvx512 ? "is below 10x10" : "is below 7x7");
+    }
+  }
   map13.out_channels = 16;
   check_reason(applies("cpu.conv_winograd_2x2", *conv_case(map13, "16 channels")),
                "the transforms cost more");

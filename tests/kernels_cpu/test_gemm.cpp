@@ -610,7 +610,9 @@ TEST_CASE("gemm_microkernel_for_columns: the lowest column cost, the widest NR o
       CHECK(cost == padded * (k.nr == gemm_isa_vector_floats(isa) ? 5 : 4));
       for (const GemmMicrokernel& other : gemm_microkernels())
         if (other.isa == isa) CHECK(cost <= gemm_microkernel_column_cost(other, n));
-      if (gemm_microkernel_column_cost(fallback, n) == cost) CHECK(&k == &fallback);
+      // A tie with the default keeps it unless a tied kernel is wider.
+      if (gemm_microkernel_column_cost(fallback, n) == cost && k.nr == fallback.nr)
+        CHECK(&k == &fallback);
       // Among equal costs, the widest NR, then the most rows.
       for (const GemmMicrokernel& other : gemm_microkernels())
         if (other.isa == isa && gemm_microkernel_column_cost(other, n) == cost) {
@@ -628,6 +630,14 @@ TEST_CASE("gemm_microkernel_for_columns: the lowest column cost, the widest NR o
     CHECK(gemm_microkernel_for_columns(112).nr != 16);  // 112 vs 128 saves only 1/8
     // 96: 12x32 and 8x48 tie; 8x48 ran MobileNetV2's projections faster.
     CHECK(gemm_microkernel_for_columns(96).name == "gemm_8x48__avx512");
+  }
+  if (gemm_isa_supported(GemmIsa::kAvx2)) {
+    set_gemm_isa(GemmIsa::kAvx2);
+    CHECK(gemm_microkernel_for_columns(8).name == "gemm_12x8__avx2");   // one vector, no padding
+    CHECK(gemm_microkernel_for_columns(24).name == "gemm_4x24__avx2");  // not 32 or 12x8's 3 panels
+    CHECK(gemm_microkernel_for_columns(32).name == "gemm_6x16__avx2");  // the default
+    CHECK(gemm_microkernel_for_columns(64).name == "gemm_6x16__avx2");  // 4x24 pads to 72
+    CHECK(gemm_microkernel_for_columns(96).name == "gemm_4x24__avx2");  // a tie: the wider
   }
   set_gemm_isa(chosen);
 }

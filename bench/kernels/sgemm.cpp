@@ -73,6 +73,10 @@ constexpr Shape kShapes[] = {
     {"mbv2_1x1_3136x24x144", 3136, 24, 144},
     {"mbv2_1x1_784x32x192", 784, 32, 192},
     {"mbv2_1x1_49x160x960", 49, 160, 960},
+    // Its expansions from 32 and 64 channels: K is a few dozen, so the
+    // stores and the epilogue weigh against a short k loop.
+    {"mbv2_1x1_784x192x32", 784, 192, 32},
+    {"mbv2_1x1_196x384x64", 196, 384, 64},
     // BERT-base at sequence 128 as the 1-thread tiler cuts it (two column
     // tiles per weight matrix): Q/K/V/output, FFN up, FFN down.
     {"bert_128x384x768", 128, 384, 768},

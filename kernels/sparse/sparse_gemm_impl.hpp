@@ -64,19 +64,32 @@ struct BsrScratch {
 // would split every 64-byte load of the CSR panel across two cache lines).
 using cpu::grown;
 
+// Vectors of a BN-wide strip that one register block holds: all of them,
+// but for 32-wide blocks on AVX2 (4 vectors, 16 registers), where a whole
+// strip leaves room for 2 rows (8 sums, 4 B loads and 2 broadcasts per 8
+// FMAs); halves of 2 vectors take 6 rows, the dense 6x16 kernel's shape,
+// each half a pass over the strip's blocks.
+template <class Batch, int BN>
+constexpr int bsr_block_vectors() {
+  constexpr int vectors = BN / static_cast<int>(Batch::size);
+  return Batch::size == 8 && vectors == 4 ? 2 : vectors;
+}
+
 // One BSR part of b over the tile. For each chunk of rows, A is packed into
 // MR-row panels; for each strip of BN columns, each panel: the strip's
-// blocks (ascending k, one index per block) are FMA'd into MR×BN
+// blocks (ascending k, one index per block) are FMA'd into MR×(SV vectors)
 // accumulators held across all of the strip's blocks, each A value a
 // broadcast from the contiguous panel (no 4 KB-strided rows competing for
-// L1 sets), then the rows are finished.
+// L1 sets), a pass per SV vectors of the strip, then the rows are finished.
 template <class Arch, int BN, int BK>
 void bsr_tile(const SparseTileRun& run) {
   using Batch = xsimd::batch<float, typename BlockLanes<Arch, BN>::type>;
   constexpr int W = static_cast<int>(Batch::size);
   static_assert(BN % W == 0, "a block is a whole number of vectors");
   constexpr int NV = BN / W;
-  constexpr int MR = bsr_rows<Batch, BN>();
+  constexpr int SV = bsr_block_vectors<Batch, BN>();
+  static_assert(NV % SV == 0, "a strip is a whole number of register blocks");
+  constexpr int MR = bsr_rows<Batch, SV * W>();
   const SparseMatrix::Bsr& bsr = *run.bsr;
   const int64_t k_total = run.b->k();
   const GemmTile& t = run.tile;
@@ -105,14 +118,15 @@ void bsr_tile(const SparseTileRun& run) {
       const int64_t col0 = s * BN;
       const int64_t lo = std::max(t.n0, col0), hi = std::min(t.n1, col0 + BN);
       const int64_t b_begin = bsr.strip_blocks[s], b_end = bsr.strip_blocks[s + 1];
+      // The sums go straight to C (added to it when accumulating) where
+      // there is no bias, residual or activation to apply and the whole
+      // strip is in the tile. Through tmp and finish_row, a call per row and
+      // strip, it cost 0.16-0.23 ms of bench_spmm's 32x32-block cases (1.2
+      // ms at 90%).
+      const bool straight = plain && lo == col0 && hi == col0 + BN;
       for (int64_t m = mc; m < mc_end; m += MR) {
         const int64_t rows = std::min<int64_t>(MR, mc_end - m);
         const float* panel = a_panels + ((m - mc) / MR) * panel_floats;
-        Batch acc[MR][NV];
-#pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-          for (int v = 0; v < NV; ++v) acc[i][v] = Batch(0.0f);
         // C is written only after the blocks: fetch its lines now, as the
         // dense microkernel does (rows 4·ldc bytes apart are in no cache).
         for (int64_t i = 0; i < rows; ++i) {
@@ -120,52 +134,55 @@ void bsr_tile(const SparseTileRun& run) {
           for (int64_t j = lo; j < hi; j += 16) __builtin_prefetch(c_row + j, 1);
           __builtin_prefetch(c_row + hi - 1, 1);
         }
-        // One k step: NV vectors of the block, MR broadcasts from the panel.
-        auto step = [&](const float* bk, const float* ak) {
-          Batch bv[NV];
-#pragma GCC unroll 4
-          for (int v = 0; v < NV; ++v) bv[v] = Batch::load_aligned(bk + v * W);
+        for (int h = 0; h < NV; h += SV) {
+          Batch acc[MR][SV];
 #pragma GCC unroll 16
-          for (int i = 0; i < MR; ++i) {
-            const Batch ai(ak[i]);
+          for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[i][v] = cpu::fused_madd(ai, bv[v], acc[i][v]);
-          }
-        };
-        for (int64_t blk = b_begin; blk < b_end; ++blk) {
-          const int64_t k0 = bsr.block_k[blk];
-          const float* block = values + blk * (BK * BN);
-          const float* ak = panel + k0 * MR;
-          if (k0 + BK <= k_total) {
+            for (int v = 0; v < SV; ++v) acc[i][v] = Batch(0.0f);
+          // One k step: SV vectors of the block, MR broadcasts from the panel.
+          auto step = [&](const float* bk, const float* ak) {
+            Batch bv[SV];
+#pragma GCC unroll 4
+            for (int v = 0; v < SV; ++v) bv[v] = Batch::load_aligned(bk + v * W);
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; ++i) {
+              const Batch ai(ak[i]);
+#pragma GCC unroll 4
+              for (int v = 0; v < SV; ++v) acc[i][v] = cpu::fused_madd(ai, bv[v], acc[i][v]);
+            }
+          };
+          for (int64_t blk = b_begin; blk < b_end; ++blk) {
+            const int64_t k0 = bsr.block_k[blk];
+            const float* block = values + blk * (BK * BN) + h * W;
+            const float* ak = panel + k0 * MR;
+            if (k0 + BK <= k_total) {
 #pragma GCC unroll 32
-            for (int kk = 0; kk < BK; ++kk) step(block + kk * BN, ak + kk * MR);
-          } else {
-            for (int64_t kk = 0; kk < k_total - k0; ++kk) step(block + kk * BN, ak + kk * MR);
-          }
-        }
-        if (plain && lo == col0 && hi == col0 + BN) {
-          // The sums go straight to C (added to it when accumulating): no
-          // bias, residual or activation to apply, and the whole strip in
-          // the tile. Through tmp and finish_row, a call per row and strip,
-          // it cost 0.16-0.23 ms of bench_spmm's 32x32-block cases (1.2 ms
-          // at 90%).
-#pragma GCC unroll 16
-          for (int i = 0; i < MR; ++i) {
-            if (i >= rows) break;
-            float* c_row = run.c + (m + i) * run.ldc + col0;
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) {
-              Batch x = acc[i][v];
-              if (accumulate) x += Batch::load_unaligned(c_row + v * W);
-              x.store_unaligned(c_row + v * W);
+              for (int kk = 0; kk < BK; ++kk) step(block + kk * BN, ak + kk * MR);
+            } else {
+              for (int64_t kk = 0; kk < k_total - k0; ++kk) step(block + kk * BN, ak + kk * MR);
             }
           }
-          continue;
-        }
+          if (straight) {
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i)
+            for (int i = 0; i < MR; ++i) {
+              if (i >= rows) break;
+              float* c_row = run.c + (m + i) * run.ldc + col0 + h * W;
 #pragma GCC unroll 4
-          for (int v = 0; v < NV; ++v) acc[i][v].store_aligned(&tmp[i][v * W]);
+              for (int v = 0; v < SV; ++v) {
+                Batch x = acc[i][v];
+                if (accumulate) x += Batch::load_unaligned(c_row + v * W);
+                x.store_unaligned(c_row + v * W);
+              }
+            }
+            continue;
+          }
+#pragma GCC unroll 16
+          for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+            for (int v = 0; v < SV; ++v) acc[i][v].store_aligned(&tmp[i][(h + v) * W]);
+        }
+        if (straight) continue;
         for (int64_t i = 0; i < rows; ++i)
           finish_row<typename BlockLanes<Arch, BN>::type>(&tmp[i][lo - col0],
                                                           run.c + (m + i) * run.ldc + lo, hi - lo,

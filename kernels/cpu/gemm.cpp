@@ -190,19 +190,27 @@ int64_t gemm_microkernel_column_cost(const GemmMicrokernel& kernel, int64_t n) {
 
 namespace {
 
-// The kernel of the default's ISA with the least cost; among equal costs the
-// widest NR (fewer broadcasts of A per FMA), then the most rows (fewer
-// loads of B per FMA). MobileNetV2's 14×14 projections (196×96×576) ran
-// 12x32 at 158 GFLOP/s against 8x48's 182 (bench_sgemm), and 0.163 ms
-// against ORT's 0.129 in a one-block model (tessera run --profile); 14x32
-// beat 12x32 by 4-7% on MobileNetV2's 24-, 32- and 160-channel shapes.
+// The kernel of the default's ISA with the least cost; a tie with the
+// default keeps the default, other ties go to the widest NR (fewer
+// broadcasts of A per FMA), then the most rows (fewer loads of B per FMA).
+// MobileNetV2's 14×14 projections (196×96×576) ran 12x32 at 158 GFLOP/s
+// against 8x48's 182 (bench_sgemm), and 0.163 ms against ORT's 0.129 in a
+// one-block model (tessera run --profile); 14x32 beat 12x32 by 4-7% on
+// MobileNetV2's 24-, 32- and 160-channel shapes. The default wins its ties
+// because the tiler cuts channels at multiples of 16 and 64 (graph/tiler.cpp),
+// the default panels' divisors: AVX2's 4x24, wider than 6x16 and as fast on
+// a whole 192-channel map, made EfficientNet-B0's 7×7 192-channel convs' 32-
+// and 64-channel tiles at 2 threads compute 48 and 72 to 96 columns each
+// (0.30 ms at one thread, 0.41 summed over six tiles).
 template <class Cost>
 const GemmMicrokernel& cheapest_microkernel(Cost cost) {
-  const GemmMicrokernel* best = &gemm_default_microkernel();
+  const GemmMicrokernel* const fallback = &gemm_default_microkernel();
+  const GemmMicrokernel* best = fallback;
   for (const GemmMicrokernel& k : kMicrokernels) {
     if (k.isa != best->isa) continue;
     const int64_t c = cost(k), b = cost(*best);
-    if (c < b || (c == b && (k.nr > best->nr || (k.nr == best->nr && k.mr > best->mr)))) best = &k;
+    const bool wider = k.nr > best->nr || (k.nr == best->nr && k.mr > best->mr);
+    if (c < b || (c == b && best != fallback && wider)) best = &k;
   }
   return *best;
 }

@@ -594,7 +594,8 @@ TEST_CASE("gemm_microkernel_for_shape: the fewest computed rows times the column
   set_gemm_isa(chosen);
 }
 
-TEST_CASE("gemm_microkernel_for_columns: the lowest column cost, the widest NR on ties") {
+TEST_CASE(
+    "gemm_microkernel_for_columns: the lowest column cost, the default or the widest NR on ties") {
   const GemmIsa chosen = gemm_isa();
   for (GemmIsa isa : {GemmIsa::kPortable, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
     if (!gemm_isa_supported(isa)) continue;
@@ -610,10 +611,11 @@ TEST_CASE("gemm_microkernel_for_columns: the lowest column cost, the widest NR o
       CHECK(cost == padded * (k.nr == gemm_isa_vector_floats(isa) ? 5 : 4));
       for (const GemmMicrokernel& other : gemm_microkernels())
         if (other.isa == isa) CHECK(cost <= gemm_microkernel_column_cost(other, n));
-      // A tie with the default keeps it unless a tied kernel is wider.
-      if (gemm_microkernel_column_cost(fallback, n) == cost && k.nr == fallback.nr)
-        CHECK(&k == &fallback);
-      // Among equal costs, the widest NR, then the most rows.
+      if (gemm_microkernel_column_cost(fallback, n) == cost) {
+        CHECK(&k == &fallback);  // the default wins its ties
+        continue;
+      }
+      // Among other equal costs, the widest NR, then the most rows.
       for (const GemmMicrokernel& other : gemm_microkernels())
         if (other.isa == isa && gemm_microkernel_column_cost(other, n) == cost) {
           CHECK(k.nr >= other.nr);
@@ -637,7 +639,8 @@ TEST_CASE("gemm_microkernel_for_columns: the lowest column cost, the widest NR o
     CHECK(gemm_microkernel_for_columns(24).name == "gemm_4x24__avx2");  // not 32 or 12x8's 3 panels
     CHECK(gemm_microkernel_for_columns(32).name == "gemm_6x16__avx2");  // the default
     CHECK(gemm_microkernel_for_columns(64).name == "gemm_6x16__avx2");  // 4x24 pads to 72
-    CHECK(gemm_microkernel_for_columns(96).name == "gemm_4x24__avx2");  // a tie: the wider
+    CHECK(gemm_microkernel_for_columns(72).name == "gemm_4x24__avx2");  // 72 against 80
+    CHECK(gemm_microkernel_for_columns(96).name == "gemm_6x16__avx2");  // a tie: the default
   }
   set_gemm_isa(chosen);
 }

@@ -155,77 +155,77 @@ void bm_onednn(benchmark::State& state, Shape s) {
 }
 #endif
 
+// The highest rate, work / second, of five timed calls of run().
+template <class Run>
+double fastest_rate(double work, Run run) {
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t0 = tessera::bench::thread_seconds();
+    run();
+    best = std::max(best, work / (tessera::bench::thread_seconds() - t0));
+  }
+  return best;
+}
+
 // Clock: a chain of dependent register-register adds retires one per cycle
 // (add-immediate chains do not: Golden Cove folds small immediates at rename).
 double measure_clock_hz() {
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
+  constexpr int64_t kLoops = 20'000'000;
+  // The loop's own add/cmp/jmp overlap the chain.
+  return fastest_rate(kLoops * 8.0, [] {
     uint64_t x = 0, one = 1;
-    constexpr int64_t kLoops = 20'000'000;
-    const double t0 = tessera::bench::thread_seconds();
     for (int64_t i = 0; i < kLoops; ++i)
       asm volatile(
           "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
           "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
           : "+r"(x)
           : "r"(one));
-    const double s = tessera::bench::thread_seconds() - t0;
-    best = std::max(best, kLoops * 8.0 / s);  // the loop's own add/cmp/jmp overlap the chain
-  }
-  return best;
+  });
 }
 
 // Measured FP32 FMA throughput on one core: 24 independent AVX-512 FMA
 // chains (enough to cover 4-cycle latency × 2 ports), what no SGEMM can beat.
-__attribute__((target("avx512f"))) double measure_avx512_fma_flops() {
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    int64_t loops = 4'000'000;
-    const int64_t total = loops;
-    const double t0 = tessera::bench::thread_seconds();
+__attribute__((target("avx512f"))) void avx512_fma_loop(int64_t loops) {
 #define TESSERA_FMA(r) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #r "\n\t"
-    asm volatile(
-        "vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"
-        "1:\n\t" TESSERA_FMA(0) TESSERA_FMA(1) TESSERA_FMA(2) TESSERA_FMA(3) TESSERA_FMA(4)
-            TESSERA_FMA(5) TESSERA_FMA(6) TESSERA_FMA(7) TESSERA_FMA(8) TESSERA_FMA(9)
-                TESSERA_FMA(10) TESSERA_FMA(11) TESSERA_FMA(12) TESSERA_FMA(13) TESSERA_FMA(14)
-                    TESSERA_FMA(15) TESSERA_FMA(16) TESSERA_FMA(17) TESSERA_FMA(18) TESSERA_FMA(19)
-                        TESSERA_FMA(20) TESSERA_FMA(21) TESSERA_FMA(22)
-                            TESSERA_FMA(23) "dec %0\n\tjnz 1b\n\tvzeroupper"
-        : "+r"(loops)
-        :
-        : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-          "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19",
-          "xmm20", "xmm21", "xmm22", "xmm23", "xmm30", "xmm31");
+  asm volatile(
+      "vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"
+      "1:\n\t" TESSERA_FMA(0) TESSERA_FMA(1) TESSERA_FMA(2) TESSERA_FMA(3) TESSERA_FMA(4)
+          TESSERA_FMA(5) TESSERA_FMA(6) TESSERA_FMA(7) TESSERA_FMA(8) TESSERA_FMA(9) TESSERA_FMA(10)
+              TESSERA_FMA(11) TESSERA_FMA(12) TESSERA_FMA(13) TESSERA_FMA(14) TESSERA_FMA(15)
+                  TESSERA_FMA(16) TESSERA_FMA(17) TESSERA_FMA(18) TESSERA_FMA(19) TESSERA_FMA(20)
+                      TESSERA_FMA(21) TESSERA_FMA(22)
+                          TESSERA_FMA(23) "dec %0\n\tjnz 1b\n\tvzeroupper"
+      : "+r"(loops)
+      :
+      : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+        "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19",
+        "xmm20", "xmm21", "xmm22", "xmm23", "xmm30", "xmm31");
 #undef TESSERA_FMA
-    const double s = tessera::bench::thread_seconds() - t0;
-    best = std::max(best, static_cast<double>(total) * 24.0 * 32.0 / s);
-  }
-  return best;
 }
 
 // The same on machines without AVX-512: 12 independent AVX2 FMA chains (ymm0-11).
-__attribute__((target("avx2,fma"))) double measure_avx2_fma_flops() {
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    int64_t loops = 8'000'000;
-    const int64_t total = loops;
-    const double t0 = tessera::bench::thread_seconds();
+__attribute__((target("avx2,fma"))) void avx2_fma_loop(int64_t loops) {
 #define TESSERA_FMA(r) "vfmadd231ps %%ymm14, %%ymm15, %%ymm" #r "\n\t"
-    asm volatile(
-        "vpxor %%ymm14, %%ymm14, %%ymm14\n\tvpxor %%ymm15, %%ymm15, %%ymm15\n\t"
-        "1:\n\t" TESSERA_FMA(0) TESSERA_FMA(1) TESSERA_FMA(2) TESSERA_FMA(3) TESSERA_FMA(4)
-            TESSERA_FMA(5) TESSERA_FMA(6) TESSERA_FMA(7) TESSERA_FMA(8) TESSERA_FMA(9)
-                TESSERA_FMA(10) TESSERA_FMA(11) "dec %0\n\tjnz 1b\n\tvzeroupper"
-        : "+r"(loops)
-        :
-        : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-          "xmm10", "xmm11", "xmm14", "xmm15");
+  asm volatile(
+      "vpxor %%ymm14, %%ymm14, %%ymm14\n\tvpxor %%ymm15, %%ymm15, %%ymm15\n\t"
+      "1:\n\t" TESSERA_FMA(0) TESSERA_FMA(1) TESSERA_FMA(2) TESSERA_FMA(3) TESSERA_FMA(4)
+          TESSERA_FMA(5) TESSERA_FMA(6) TESSERA_FMA(7) TESSERA_FMA(8) TESSERA_FMA(9) TESSERA_FMA(10)
+              TESSERA_FMA(11) "dec %0\n\tjnz 1b\n\tvzeroupper"
+      : "+r"(loops)
+      :
+      : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+        "xmm10", "xmm11", "xmm14", "xmm15");
 #undef TESSERA_FMA
-    const double s = tessera::bench::thread_seconds() - t0;
-    best = std::max(best, static_cast<double>(total) * 12.0 * 16.0 / s);
-  }
-  return best;
+}
+
+double measure_avx512_fma_flops() {
+  constexpr int64_t kLoops = 4'000'000;  // 24 FMAs of 16 lanes each
+  return fastest_rate(kLoops * 24.0 * 32.0, [] { avx512_fma_loop(kLoops); });
+}
+
+double measure_avx2_fma_flops() {
+  constexpr int64_t kLoops = 8'000'000;  // 12 FMAs of 8 lanes each
+  return fastest_rate(kLoops * 12.0 * 16.0, [] { avx2_fma_loop(kLoops); });
 }
 
 std::string cpu_model() {

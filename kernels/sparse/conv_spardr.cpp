@@ -147,9 +147,10 @@ constexpr double kMaxDensityNhwcOther = 0.30;
 // (16.7%, hot weights) at 0.95× Winograd.
 constexpr double kMaxDensityNhwcVsWinogradSmallMap = 0.12;
 constexpr int64_t kSmallMapPixels = 28 * 28;
-// Maps below this many output pixels weigh the sparse kernel against the
-// direct conv even where F(2×2) would run them (conv_sparse_max_density()).
-constexpr int64_t kMinPixelsVsWinograd2x2 = 10 * 10;
+// Maps with a side below this weigh the sparse kernel against the direct
+// conv even where F(2×2) would run them (conv_sparse_max_density()): with
+// AVX-512 F(2×2) takes no such map.
+constexpr int64_t kMinSideVsWinograd2x2 = 10;
 
 // NHWC 3×3 stride-1 convs with at most this many input channels and at
 // least kReconstructMinPixels output pixels run SparDR's reconstruction,
@@ -539,14 +540,15 @@ double conv_sparse_max_density(const graph::Operator& op, std::span<const ConstT
   // Against F(2×2, 3×3) on maps of 10 to 13 rows the bounds measured against
   // F(4×4, 3×3): unmeasured, but lower than its crossover can be (F(2×2)
   // saves 2.25× of the direct conv's FLOPs, F(4×4) 4×), so the sparse kernel
-  // is never chosen where it is slower. Below 10×10, where F(2×2) runs only
-  // with AVX2, the direct conv's bounds, as before it took those maps:
+  // is never chosen where it is slower. On maps with a side below 10, where
+  // F(2×2) runs only with AVX2, the direct conv's bounds, as before it took
+  // those maps:
   // ResNet-50 pruned to 80% (AVX2 Zen 4 guest, 1 thread, tessera run
   // --profile, three rounds) ran its two 7×7×512 3×3 convs at 20% density in
   // 1.22-1.39 ms each sparse against 1.98-2.15 as F(2×2), 3.1-3.3 dense.
-  const bool winograd =
-      !cpu::conv_winograd_applies(op, inputs) ||
-      (!cpu::conv_winograd_2x2_applies(op, inputs) && g.out_h * g.out_w >= kMinPixelsVsWinograd2x2);
+  const bool winograd = !cpu::conv_winograd_applies(op, inputs) ||
+                        (!cpu::conv_winograd_2x2_applies(op, inputs) &&
+                         std::min(g.out_h, g.out_w) >= kMinSideVsWinograd2x2);
   if (is_nhwc(inputs[0].layout, g))
     return !winograd                              ? kMaxDensityNhwcOther
            : g.out_h * g.out_w <= kSmallMapPixels ? kMaxDensityNhwcVsWinogradSmallMap

@@ -99,10 +99,10 @@ void pixel_block(const SpardrChunk& chunk, int64_t p0, int64_t valid) {
         const int32_t slot = chunk.slots[i], oc = w.order[static_cast<size_t>(slot)];
         if (b > 0 && begin[slot] == begin[slot + 1]) continue;  // nothing to add
         float* sums = chunk.sums + (oc - chunk.oc0) * kSpardrMaxBlockPixels;
-        // Loads of L bound the loop (one per FMA): 2 sets of sums in
-        // flight cover the FMA latency with MV >= 2 vectors.
-        csr_dot<Batch, MV, (MV >= 2 ? 2 : 4)>(l, offsets, values, begin[slot], begin[slot + 1],
-                                              b > 0, sums);
+        // Loads of L bound the loop (one per FMA); csr_sum_sets picks how
+        // many sets of sums cover the FMA latency in the ISA's registers.
+        csr_dot<Batch, MV, csr_sum_sets<Batch>(MV)>(l, offsets, values, begin[slot],
+                                                    begin[slot + 1], b > 0, sums);
       }
     }
   }

@@ -58,7 +58,7 @@ struct SpardrChunk {
 };
 
 // The widest pixel block any ISA computes at once (AVX-512: 4 vectors of
-// 16, AVX2: 4 of 8): L needs this many floats of readable slack past its
+// 16, AVX2: 8 of 8): L needs this many floats of readable slack past its
 // end (beyond the widest tap's reach). Every nonzero costs one broadcast
 // and one index load per block, so wider blocks amortise them over more
 // FMAs.

@@ -14,6 +14,7 @@
 // added in order 0, 1, … at the end. The sums are local to this function:
 // passed by reference to a helper, GCC keeps such arrays in memory.
 // Anonymous namespace: include only from the per-ISA kernel headers.
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,17 @@
 
 namespace tessera::kernels::sparse {
 namespace {
+
+// Sets of sums for csr_dot over UV vectors: enough that NC·UV >= 8 FMAs in a
+// row touch distinct sums (FMA latency 4 × 2 ports), at least 2, and no
+// more than the ISA's vector registers hold beside a broadcast and a
+// loaded vector (AVX2's 16: 8 vectors take one set).
+template <class Batch>
+constexpr int csr_sum_sets(int uv) {
+  constexpr int kRegisters = Batch::size >= 16 ? 32 : 16;
+  const int wanted = std::max(2, (8 + uv - 1) / uv);
+  return std::max(1, std::min(wanted, (kRegisters - 2) / uv));
+}
 
 template <class Batch, int MV, int NC, int64_t Stride = 1, class Index>
 inline void csr_dot(const float* x, const Index* index, const float* values, int64_t begin,

@@ -234,7 +234,7 @@ inline void csr_columns(const float* panel, const int64_t* col_begin, const int3
                         const uint16_t* rows, const float* w, int64_t q, const GemmTile& t,
                         int64_t n_total, float* yt) {
   constexpr int W = static_cast<int>(Batch::size);
-  constexpr int NC = UV >= 4 ? 2 : (8 + UV - 1) / UV;
+  constexpr int NC = csr_sum_sets<Batch>(UV);
   // The column groups the tile overlaps; a group's columns are listed in
   // nonzero-count order, those outside the tile skipped.
   constexpr int64_t G = SparseMatrix::Csr::kColumnGroup;

@@ -136,8 +136,6 @@ constexpr double kMaxDensityOther = 0.20;
 // each sparse against 0.41-0.59 Winograd (tessera run --profile, 1 thread,
 // this Zen 5), 6.66-6.78 -> 6.53-6.60 ms at 2 threads; on its own,
 // bench_spardr on this Zen 5 had CV11 (10.9%) at 1.28 ms sparse against 1.33.
-constexpr double kMaxDensityNhwcVsWinograd = 0.11;
-constexpr double kMaxDensityNhwcOther = 0.30;
 // Against Winograd on maps of at most 28×28 outputs: in a whole model
 // Winograd also streams its 36 transformed weight matrices (4× the conv's
 // weights) from memory, which the sweep's hot weights hide. Pruned ResNet-50
@@ -145,8 +143,31 @@ constexpr double kMaxDensityNhwcOther = 0.30;
 // 28×28×128 3×3 convs took 0.94-0.98 ms each sparse against 1.32-2.09 ms
 // Winograd. 12%, not the sweep's ~20% for CV9: bench_spardr still had CV9
 // (16.7%, hot weights) at 0.95× Winograd.
-constexpr double kMaxDensityNhwcVsWinogradSmallMap = 0.12;
 constexpr int64_t kSmallMapPixels = 28 * 28;
+
+// The NHWC bounds above, for the SGEMM ISA in use (the sparse and the dense
+// kernels alike run on it).
+struct NhwcDensityBounds {
+  double vs_winograd;            // maps above kSmallMapPixels
+  double vs_winograd_small_map;  // at most kSmallMapPixels
+  double other;                  // against cpu.conv_gemm
+};
+// AVX-512: the Zen 5 measurements above.
+constexpr NhwcDensityBounds kNhwcBoundsAvx512{0.11, 0.12, 0.30};
+// AVX2 (and the baseline), whose dense convs run at half AVX-512's FMA
+// width while the sparse kernels, bound by loads as much as by FMAs, lose
+// less: `bench_spardr --sweep --reps 3` on an AVX2 Zen 4 guest crossed
+// Winograd at ~15% for CV11 (40×40), 21% for CV13 (80×80), 16-17% for
+// CV12 (20×20), 20-21% for CV1 and CV9, 26% for CV10; every layer against
+// cpu.conv_gemm was 1.28x or more at 40% (CV7, 1×1 56×56 44 channels, the
+// lowest: 1.06x at 60%). Table II at its own sparsities then ran CV12
+// (12.2%) 1.28x and CV1 (17.2%) 1.2x faster sparse, where the AVX-512
+// bounds had chosen Winograd.
+constexpr NhwcDensityBounds kNhwcBoundsAvx2{0.14, 0.16, 0.40};
+
+const NhwcDensityBounds& nhwc_density_bounds() {
+  return cpu::gemm_isa() == cpu::GemmIsa::kAvx512 ? kNhwcBoundsAvx512 : kNhwcBoundsAvx2;
+}
 // Maps with a side below this weigh the sparse kernel against the direct
 // conv even where F(2×2) would run them (conv_sparse_max_density()): with
 // AVX-512 F(2×2) takes no such map.
@@ -549,10 +570,12 @@ double conv_sparse_max_density(const graph::Operator& op, std::span<const ConstT
   const bool winograd = !cpu::conv_winograd_applies(op, inputs) ||
                         (!cpu::conv_winograd_2x2_applies(op, inputs) &&
                          std::min(g.out_h, g.out_w) >= kMinSideVsWinograd2x2);
-  if (is_nhwc(inputs[0].layout, g))
-    return !winograd                              ? kMaxDensityNhwcOther
-           : g.out_h * g.out_w <= kSmallMapPixels ? kMaxDensityNhwcVsWinogradSmallMap
-                                                  : kMaxDensityNhwcVsWinograd;
+  if (is_nhwc(inputs[0].layout, g)) {
+    const NhwcDensityBounds& nhwc = nhwc_density_bounds();
+    return !winograd                              ? nhwc.other
+           : g.out_h * g.out_w <= kSmallMapPixels ? nhwc.vs_winograd_small_map
+                                                  : nhwc.vs_winograd;
+  }
   if (winograd) return kMaxDensityVsWinograd;
   const bool pointwise = g.k_h == 1 && g.k_w == 1;
   return pointwise && g.out_h * g.out_w < kFewPixels ? kMaxDensityPointwiseFewPixels
@@ -569,15 +592,17 @@ std::optional<std::string> conv_sparse_applies(const graph::Operator& op,
                                           static_cast<double>(count);
   const double max_density = conv_sparse_max_density(op, inputs);
   if (density < max_density) return std::nullopt;
+  const NhwcDensityBounds& nhwc = nhwc_density_bounds();
   char why[512];
   std::snprintf(why, sizeof why,
                 "weight density %.1f%%: not sparse enough to beat the dense conv (SparDR pays "
-                "below %.0f%% density here; measured crossovers: NHWC %.0f%% against "
+                "below %.0f%% density here; measured crossovers with %s: NHWC %.0f%% against "
                 "Winograd (%.0f%% on maps up to %lld pixels), else %.0f%%; NCHW %.0f%% against "
                 "Winograd, %.0f%% for 1x1 with < %lld output pixels, else %.0f%%)",
-                100.0 * density, 100.0 * max_density, 100.0 * kMaxDensityNhwcVsWinograd,
-                100.0 * kMaxDensityNhwcVsWinogradSmallMap, static_cast<long long>(kSmallMapPixels),
-                100.0 * kMaxDensityNhwcOther, 100.0 * kMaxDensityVsWinograd,
+                100.0 * density, 100.0 * max_density,
+                std::string(cpu::gemm_isa_name(cpu::gemm_isa())).c_str(), 100.0 * nhwc.vs_winograd,
+                100.0 * nhwc.vs_winograd_small_map, static_cast<long long>(kSmallMapPixels),
+                100.0 * nhwc.other, 100.0 * kMaxDensityVsWinograd,
                 100.0 * kMaxDensityPointwiseFewPixels, static_cast<long long>(kFewPixels),
                 100.0 * kMaxDensityOther);
   return std::string(why);

@@ -402,20 +402,29 @@ TEST_CASE("cpu.conv_sparse applies below its density crossover and says why not 
   check_reason(applies(pointwise), "not sparse enough");
   CHECK_FALSE(applies(pointwise, true, 1, Layout::NHWC));
 
-  // NHWC 3x3 at 20% density. A 10x10 map is F(2x2)'s on every ISA: the
-  // bound against Winograd (12% on small maps). A 7x7 map, F(2x2)'s only
-  // with AVX2 and the baseline, keeps the direct conv's bound (30%) on every
-  // ISA: ResNet-50 pruned to 80% ran its 7x7 convs faster sparse.
+  // NHWC 3x3 at 25% density. A 10x10 map is F(2x2)'s on every ISA: the
+  // bound against Winograd (12% on small maps with AVX-512, 16% with AVX2).
+  // A 7x7 map, F(2x2)'s only with AVX2 and the baseline, keeps the direct
+  // conv's bound (30%, 40%) on every ISA: ResNet-50 pruned to 80% ran its
+  // 7x7 convs faster sparse. At 14% a 14x14 map is below AVX2's bound
+  // against Winograd, not AVX-512's.
   IsaGuard guard;
   for (cpu::GemmIsa isa : {cpu::GemmIsa::kPortable, cpu::GemmIsa::kAvx2, cpu::GemmIsa::kAvx512}) {
     if (!cpu::gemm_isa_supported(isa)) continue;
     INFO("ISA ", cpu::gemm_isa_name(isa));
     cpu::set_gemm_isa(isa);
     ConvSpec small = padded_3x3(64, 64, 7, 7);
-    small.density = 0.2;
+    small.density = 0.25;
     CHECK_FALSE(applies(small, true, 1, Layout::NHWC));
     small.in_h = small.in_w = 10;
     check_reason(applies(small, true, 1, Layout::NHWC), "not sparse enough");
+    ConvSpec mid = padded_3x3(64, 64, 14, 14);
+    mid.density = 0.14;
+    const auto why = applies(mid, true, 1, Layout::NHWC);
+    if (isa == cpu::GemmIsa::kAvx512)
+      check_reason(why, "measured crossovers with avx512");
+    else
+      CHECK_FALSE(why);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/gemm.hpp"
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
   }
   tessera::bench::limit_openmp_to_one_thread();
   if (!int8_isa_supported(Int8Isa::kAvx512Vnni))
-    std::printf("note: no AVX-512 VNNI on this CPU; the int8 column is the portable path\n");
+    std::printf("note: no AVX-512 VNNI on this CPU; the int8 column is the %s path\n",
+                std::string(int8_isa_name(int8_isa())).c_str());
   const Shape shapes[] = {{128, 768, 768, "BERT-base seq 128 Q/K/V/out"},
                           {128, 768, 3072, "BERT-base FFN up"},
                           {128, 3072, 768, "BERT-base FFN down"},

@@ -1,5 +1,6 @@
 // The int8 GEMM's driver, B quantization and portable path (baseline x86-64);
-// the AVX-512 VNNI row kernel is gemm_int8_avx512.cpp.
+// the row kernels for AVX-512 VNNI and AVX2 are gemm_int8_avx512.cpp and
+// gemm_int8_avx2.cpp.
 #include "kernels/cpu/gemm_int8.hpp"
 
 #include <algorithm>
@@ -22,7 +23,14 @@ bool cpu_has_vnni() {
   return has;
 }
 
-std::atomic<Int8Isa> g_int8_isa{cpu_has_vnni() ? Int8Isa::kAvx512Vnni : Int8Isa::kPortable};
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+std::atomic<Int8Isa> g_int8_isa{cpu_has_vnni()   ? Int8Isa::kAvx512Vnni
+                                : cpu_has_avx2() ? Int8Isa::kAvx2
+                                                 : Int8Isa::kPortable};
 
 // Rows per quantized block: 96 rows × K bytes stay in L2 for any K the
 // models have, and the block's rows are reused across every panel.
@@ -36,11 +44,26 @@ struct Int8Scratch {
 }  // namespace
 
 bool int8_isa_supported(Int8Isa isa) {
-  return isa == Int8Isa::kPortable || cpu_has_vnni();
+  switch (isa) {
+    case Int8Isa::kPortable:
+      return true;
+    case Int8Isa::kAvx512Vnni:
+      return cpu_has_vnni();
+    case Int8Isa::kAvx2:
+      return cpu_has_avx2();
+  }
+  return false;
 }
 
 std::string_view int8_isa_name(Int8Isa isa) {
-  return isa == Int8Isa::kAvx512Vnni ? "avx512-vnni" : "portable";
+  switch (isa) {
+    case Int8Isa::kAvx512Vnni:
+      return "avx512-vnni";
+    case Int8Isa::kAvx2:
+      return "avx2";
+    default:
+      return "portable";
+  }
 }
 
 Int8Isa int8_isa() {
@@ -232,9 +255,15 @@ void int8_gemm_tile(const float* a, int64_t lda, const QuantizedMatrix& b, float
   scratch.sa.resize(static_cast<size_t>(rows));
   blk.qa = scratch.qa.data();
   blk.sa = scratch.sa.data();
-  const bool vnni = b.isa() == Int8Isa::kAvx512Vnni;
-  const auto run = vnni ? int8_detail::rows_avx512_vnni : int8_detail::rows_portable;
-  const auto finish = vnni ? int8_detail::epilogue_avx512 : int8_detail::epilogue_portable;
+  auto run = int8_detail::rows_portable;
+  auto finish = int8_detail::epilogue_portable;
+  if (b.isa() == Int8Isa::kAvx512Vnni) {
+    run = int8_detail::rows_avx512_vnni;
+    finish = int8_detail::epilogue_avx512;
+  } else if (b.isa() == Int8Isa::kAvx2) {
+    run = int8_detail::rows_avx2;
+    finish = int8_detail::epilogue_avx2;
+  }
   const bool has_epilogue = epilogue.bias_kind != GemmBias::kNone || epilogue.residual ||
                             epilogue.activation != GemmActivation::kNone;
   for (int64_t m = tile.m0; m < tile.m1; m += kRowBlock) {

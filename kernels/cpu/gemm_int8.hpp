@@ -31,7 +31,9 @@
 
 namespace tessera::kernels::cpu {
 
-enum class Int8Isa { kPortable, kAvx512Vnni };
+// kAvx2: exact s16 products (vpmaddwd) for CPUs without VNNI
+// (gemm_int8_avx2.cpp); the same bits as the others.
+enum class Int8Isa { kPortable, kAvx512Vnni, kAvx2 };
 
 // How quantize_b() stores B: every element, or only the 32×32 blocks of B
 // (32 k × 32 columns) that hold a nonzero int8 value: SparTA's block-sparse

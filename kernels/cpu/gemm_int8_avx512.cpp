@@ -16,7 +16,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-#include "kernels/cpu/gemm_activation.hpp"
+#include "kernels/cpu/gemm_int8_epilogue_impl.hpp"
 #include "kernels/cpu/gemm_int8_impl.hpp"
 
 namespace tessera::kernels::cpu::int8_detail {
@@ -196,23 +196,7 @@ void rows_avx512_vnni(const RowBlock& blk) {
 
 void epilogue_avx512(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                      const GemmEpilogue& ep) {
-  using Batch = xsimd::batch<float, xsimd::avx512f>;
-  const bool before = ep.residual_position == GemmResidual::kBeforeActivation;
-  for (int64_t m = m0; m < m1; ++m) {
-    float* row = c + m * ldc;
-    const float* residual = ep.residual ? ep.residual + m * ep.ld_residual : nullptr;
-    int64_t n = n0;
-    for (; n + kLanes <= n1; n += kLanes) {
-      Batch x = Batch::load_unaligned(row + n);
-      if (ep.bias_kind == GemmBias::kPerColumn) x += Batch::load_unaligned(ep.bias + n);
-      if (ep.bias_kind == GemmBias::kPerRow) x += Batch(ep.bias[m]);
-      if (residual && before) x += Batch::load_unaligned(residual + n);
-      x = activation_approx(ep.activation, x, ep.clip_min, ep.clip_max, ep.leaky_alpha);
-      if (residual && !before) x += Batch::load_unaligned(residual + n);
-      x.store_unaligned(row + n);
-    }
-    for (; n < n1; ++n) row[n] = apply_epilogue_scalar(row[n], ep, m, n);
-  }
+  epilogue_simd<xsimd::avx512f>(c, ldc, m0, m1, n0, n1, ep);
 }
 
 }  // namespace tessera::kernels::cpu::int8_detail

@@ -42,12 +42,15 @@ inline uint8_t quantize_scalar(float x, float inv) {
 }
 
 void rows_portable(const RowBlock& block);
+void rows_avx2(const RowBlock& block);
 void rows_avx512_vnni(const RowBlock& block);
 
 // The epilogue on C[m0:m1, n0:n1], in apply_epilogue_scalar()'s order and
 // bits (the activations are gemm_activation.hpp's lane-independent ones).
 void epilogue_portable(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                        const GemmEpilogue& ep);
+void epilogue_avx2(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                   const GemmEpilogue& ep);
 void epilogue_avx512(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                      const GemmEpilogue& ep);
 

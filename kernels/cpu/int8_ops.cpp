@@ -34,8 +34,9 @@ std::optional<std::string> int8_allowed(const graph::Operator& op, int64_t k) {
   if (op.attrs.weight_bits > 8)
     return "the weight is " + std::to_string(op.attrs.weight_bits) +
            "-bit (annotate \"bits\": 8 in --sparsity FILE.json to allow int8)";
-  if (!int8_isa_supported(Int8Isa::kAvx512Vnni))
-    return "this CPU has no AVX-512 VNNI (the portable int8 path is slower than float32)";
+  if (!int8_isa_supported(Int8Isa::kAvx512Vnni) && !int8_isa_supported(Int8Isa::kAvx2))
+    return "this CPU has neither AVX-512 VNNI nor AVX2 (the portable int8 path is slower than "
+           "float32)";
   if (k >= (int64_t{1} << 16)) return "K >= 65536 could overflow s32 sums";
   return std::nullopt;
 }

@@ -13,7 +13,7 @@ Checks, on a small CNN whose first conv has a pruned output channel (weights and
   (e) the kernel choice sees propagated zeros: a MatMul whose weight rows propagation zeroes
       goes from a dense kernel to cpu.matmul_sparse, and still matches ONNX Runtime;
   (f) "bits": 8 on a MatMul / Gemm weight picks cpu.matmul_int8 / cpu.gemm_int8 (on CPUs with
-      AVX-512 VNNI; elsewhere the report must not) and the outputs stay within
+      AVX-512 VNNI or AVX2; elsewhere the report must not) and the outputs stay within
       int8_error_bound (gemm_int8.hpp) of ONNX Runtime's float32 ones, element by element,
       while the unannotated MatMul stays float;
   (g) a conv whose density lies between cpu.conv_sparse's NCHW and NHWC crossovers runs sparse
@@ -213,15 +213,17 @@ def main() -> int:
              bits]).stdout
   chosen = dict(re.findall(r"^\s+(mm_int8|mm_float|gemm_int8|mm_blocks)\s+(?:MatMul|Gemm)\s+(\S+)", out,
                           re.MULTILINE))
-  vnni = "avx512_vnni" in open("/proc/cpuinfo").read()
+  flags = open("/proc/cpuinfo").read().split()
+  # The int8 kernels run with AVX-512 VNNI or AVX2 + FMA (gemm_int8.hpp).
+  int8_cpu = "avx512_vnni" in flags or ("avx2" in flags and "fma" in flags)
   check(chosen.get("mm_float") not in (None, "cpu.matmul_int8"),
         f"the unannotated MatMul got {chosen.get('mm_float')}")
-  check((chosen.get("mm_int8") == "cpu.matmul_int8") == vnni,
-        f"the 8-bit MatMul got {chosen.get('mm_int8')} on a CPU with{'' if vnni else 'out'} VNNI")
-  check((chosen.get("mm_blocks") == "cpu.matmul_int8_blocks") == vnni,
+  check((chosen.get("mm_int8") == "cpu.matmul_int8") == int8_cpu,
+        f"the 8-bit MatMul got {chosen.get('mm_int8')} on a CPU with{'' if int8_cpu else 'out'} VNNI or AVX2")
+  check((chosen.get("mm_blocks") == "cpu.matmul_int8_blocks") == int8_cpu,
         f"the 8-bit block-pruned MatMul got {chosen.get('mm_blocks')}")
-  check((chosen.get("gemm_int8") == "cpu.gemm_int8") == vnni,
-        f"the 8-bit Gemm got {chosen.get('gemm_int8')} on a CPU with{'' if vnni else 'out'} VNNI")
+  check((chosen.get("gemm_int8") == "cpu.gemm_int8") == int8_cpu,
+        f"the 8-bit Gemm got {chosen.get('gemm_int8')} on a CPU with{'' if int8_cpu else 'out'} VNNI or AVX2")
   xq = rng.standard_normal([2, 7, 96]).astype(np.float32)
   x2 = rng.standard_normal([5, 48]).astype(np.float32)
   np.save(os.path.join(work, "xq.npy"), xq)
@@ -250,7 +252,7 @@ def main() -> int:
       ("Gemm", np.abs(g - want_g), int8_bound(x2, 0.5 * w5.T)),
       ("block MatMul", np.abs(hb - want_hb.reshape(14, 64)), int8_bound(xq.reshape(14, 96), w6))):
     check(bool(np.all(err <= bound)), f"int8 {name} error {err.max():.3g} exceeds its bound")
-    if vnni:  # int8 really ran: not bit-equal to float32
+    if int8_cpu:  # int8 really ran: not bit-equal to float32
       check(err.max() > 0, f"the int8 {name} equals float32 exactly: quantization did not run")
   check(close(np.load(os.path.join(out_dir, "y2.npy")), want_y2),
         "the float MatMul beside the int8 one differs from ONNX Runtime")

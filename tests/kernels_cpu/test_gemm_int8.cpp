@@ -29,7 +29,8 @@ struct IsaGuard {
 
 std::vector<Int8Isa> isas() {
   std::vector<Int8Isa> out{Int8Isa::kPortable};
-  if (int8_isa_supported(Int8Isa::kAvx512Vnni)) out.push_back(Int8Isa::kAvx512Vnni);
+  for (Int8Isa isa : {Int8Isa::kAvx2, Int8Isa::kAvx512Vnni})
+    if (int8_isa_supported(isa)) out.push_back(isa);
   return out;
 }
 

@@ -198,6 +198,16 @@ void epilogue_portable(float* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0
   }
 }
 
+void needed_k_blocks(const RowBlock& blk, std::vector<char>& needed) {
+  needed.clear();
+  const QuantizedMatrix& b = *blk.b;
+  if (b.layout() != Int8Layout::kBlocks32) return;
+  const int64_t s0 = blk.n0 / kInt8Block, s1 = (blk.n1 + kInt8Block - 1) / kInt8Block;
+  needed.assign(static_cast<size_t>(b.a_groups() * 4 / kInt8Block), 0);
+  for (int64_t i = b.strip_blocks()[s0]; i < b.strip_blocks()[s1]; ++i)
+    needed[static_cast<size_t>(b.block_group()[i] / 8)] = 1;
+}
+
 void rows_portable(const RowBlock& blk) {
   const QuantizedMatrix& b = *blk.b;
   const int64_t k = b.k(), padded = b.a_groups() * 4;

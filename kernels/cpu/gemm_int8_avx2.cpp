@@ -142,28 +142,6 @@ void tile_block(const RowBlock& blk, const int16_t* q, int64_t q_stride, int64_t
   }
 }
 
-// Calls f(std::integral_constant<int, MR>, row) for the block's rows in
-// groups of kMr and one shorter group at the end.
-template <class F>
-void for_row_groups(const RowBlock& blk, F&& f) {
-  int64_t m = blk.m0;
-  for (; m + kMr <= blk.m1; m += kMr) f(std::integral_constant<int, kMr>{}, m);
-  switch (blk.m1 - m) {
-    case 5:
-      return f(std::integral_constant<int, 5>{}, m);
-    case 4:
-      return f(std::integral_constant<int, 4>{}, m);
-    case 3:
-      return f(std::integral_constant<int, 3>{}, m);
-    case 2:
-      return f(std::integral_constant<int, 2>{}, m);
-    case 1:
-      return f(std::integral_constant<int, 1>{}, m);
-    default:
-      return;
-  }
-}
-
 struct WideRows {
   std::vector<int16_t> q;
   std::vector<char> needed;
@@ -175,19 +153,12 @@ void rows_avx2(const RowBlock& blk) {
   const QuantizedMatrix& b = *blk.b;
   const int64_t padded = b.a_groups() * 4;
   thread_local WideRows wide;
-  // The k blocks the tile's strips read (block layout only).
   std::vector<char>& needed = wide.needed;
-  needed.clear();
-  const int64_t s0 = blk.n0 / kInt8Block, s1 = (blk.n1 + kInt8Block - 1) / kInt8Block;
-  if (b.layout() == Int8Layout::kBlocks32) {
-    needed.assign(static_cast<size_t>(padded / kInt8Block), 0);
-    for (int64_t i = b.strip_blocks()[s0]; i < b.strip_blocks()[s1]; ++i)
-      needed[static_cast<size_t>(b.block_group()[i] / 8)] = 1;
-  }
+  needed_k_blocks(blk, needed);
   // Rows 64 bytes apart at least, each starting cache-aligned.
   const int64_t q_stride = (padded + 31) / 32 * 32;
-  const size_t floats = static_cast<size_t>((blk.m1 - blk.m0) * q_stride + 32);
-  if (wide.q.size() < floats) wide.q.resize(floats);
+  const size_t count = static_cast<size_t>((blk.m1 - blk.m0) * q_stride + 32);
+  if (wide.q.size() < count) wide.q.resize(count);
   const auto address = reinterpret_cast<uintptr_t>(wide.q.data());
   int16_t* q = wide.q.data() + ((64 - address % 64) % 64) / sizeof(int16_t);
   for (int64_t m = blk.m0; m < blk.m1; ++m)
@@ -199,7 +170,7 @@ void rows_avx2(const RowBlock& blk) {
   for (int64_t h = c0; h < c1; ++h) {
     const int64_t p = h / 2;
     const int half = static_cast<int>(h % 2);
-    for_row_groups(blk, [&](auto mr, int64_t row) {
+    for_row_groups<kMr>(blk.m0, blk.m1, [&](auto mr, int64_t row) {
       if (b.layout() == Int8Layout::kBlocks32)
         tile_block<decltype(mr)::value, true>(blk, q, q_stride, row, p, half);
       else

@@ -124,32 +124,11 @@ void tile_block(const RowBlock& blk, int64_t row, int64_t p) {
   }
 }
 
-// Calls f(std::integral_constant<int, MR>, row) for the block's rows in
-// groups of kMr and one shorter group at the end.
-template <class F>
-void for_row_groups(const RowBlock& blk, F&& f) {
-  int64_t m = blk.m0;
-  for (; m + kMr <= blk.m1; m += kMr) f(std::integral_constant<int, kMr>{}, m);
-  switch (blk.m1 - m) {
-    case 5:
-      return f(std::integral_constant<int, 5>{}, m);
-    case 4:
-      return f(std::integral_constant<int, 4>{}, m);
-    case 3:
-      return f(std::integral_constant<int, 3>{}, m);
-    case 2:
-      return f(std::integral_constant<int, 2>{}, m);
-    case 1:
-      return f(std::integral_constant<int, 1>{}, m);
-    default:
-      return;
-  }
-}
-
 template <int NV>
 void dense_panels(const RowBlock& blk, int64_t p) {
-  for_row_groups(
-      blk, [&](auto mr, int64_t row) { tile_block<decltype(mr)::value, NV, false>(blk, row, p); });
+  for_row_groups<kMr>(blk.m0, blk.m1, [&](auto mr, int64_t row) {
+    tile_block<decltype(mr)::value, NV, false>(blk, row, p);
+  });
 }
 
 }  // namespace
@@ -157,15 +136,8 @@ void dense_panels(const RowBlock& blk, int64_t p) {
 void rows_avx512_vnni(const RowBlock& blk) {
   const QuantizedMatrix& b = *blk.b;
   const int64_t padded = b.a_groups() * 4;
-  // The k blocks the tile's strips read (block layout only).
   thread_local std::vector<char> needed;
-  needed.clear();
-  const int64_t s0 = blk.n0 / kInt8Block, s1 = (blk.n1 + kInt8Block - 1) / kInt8Block;
-  if (b.layout() == Int8Layout::kBlocks32) {
-    needed.assign(static_cast<size_t>(padded / kInt8Block), 0);
-    for (int64_t i = b.strip_blocks()[s0]; i < b.strip_blocks()[s1]; ++i)
-      needed[static_cast<size_t>(b.block_group()[i] / 8)] = 1;
-  }
+  needed_k_blocks(blk, needed);
   for (int64_t m = blk.m0; m < blk.m1; ++m)
     blk.sa[m - blk.m0] = quantize_row(blk.a + m * blk.lda, b.k(), padded,
                                       blk.qa + (m - blk.m0) * blk.qa_stride, needed, kInt8Block);
@@ -173,8 +145,9 @@ void rows_avx512_vnni(const RowBlock& blk) {
   // strip's blocks stays in L2 while every row group of the block reads it;
   // rows outer streamed all of B (2.4 MB for BERT's FFN) from L3 per 6 rows.
   if (b.layout() == Int8Layout::kBlocks32) {
+    const int64_t s0 = blk.n0 / kInt8Block, s1 = (blk.n1 + kInt8Block - 1) / kInt8Block;
     for (int64_t s = s0; s < s1; ++s)
-      for_row_groups(blk, [&](auto mr, int64_t row) {
+      for_row_groups<kMr>(blk.m0, blk.m1, [&](auto mr, int64_t row) {
         tile_block<decltype(mr)::value, 2, true>(blk, row, 2 * s);
       });
     return;

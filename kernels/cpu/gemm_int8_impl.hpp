@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/gemm_int8.hpp"
 
@@ -39,6 +42,25 @@ inline void row_scale(float amax, float* scale, float* inv) {
 inline uint8_t quantize_scalar(float x, float inv) {
   const int32_t r = std::clamp(_mm_cvtss_si32(_mm_set_ss(x * inv)), -127, 127);
   return static_cast<uint8_t>(r + 128);
+}
+
+// The k blocks of 32 a tile of a kBlocks32 B reads (its strips' stored
+// blocks): `needed` gets one flag per block of the padded row; cleared for
+// the dense layout (every k is read).
+void needed_k_blocks(const RowBlock& block, std::vector<char>& needed);
+
+// Calls f(std::integral_constant<int, MR>, row) for rows [m0, m1) in groups
+// of MaxMr rows and one shorter group at the end (each MR a kernel
+// instance with its accumulators in registers).
+template <int MaxMr, class F>
+void for_row_groups(int64_t m0, int64_t m1, F&& f) {
+  int64_t m = m0;
+  for (; m + MaxMr <= m1; m += MaxMr) f(std::integral_constant<int, MaxMr>{}, m);
+  [&]<int... R>(std::integer_sequence<int, R...>) {
+    // Rows left: 1 .. MaxMr - 1, each its own instance.
+    ((m1 - m == R + 1 ? (f(std::integral_constant<int, R + 1>{}, m), 0) : 0), ...);
+  }
+  (std::make_integer_sequence<int, MaxMr - 1>{});
 }
 
 void rows_portable(const RowBlock& block);

@@ -246,9 +246,11 @@ TileGraph compile_graph(Graph graph, const CompileOptions& options, CompileRepor
     const std::vector<TensorSparsity> tesas =
         propagate_sparsity(graph, *sparsity, &sparsity_report);
     // Bit rounding (SparTA §3.3): the weight's annotated width goes to its
-    // MatMul/Gemm so kernel choice can pick an int8 kernel for it.
+    // MatMul/Gemm/Conv so kernel choice can pick an int8 kernel for it.
     for (Operator& op : graph.ops) {
-      if ((op.type != OpType::MatMul && op.type != OpType::Gemm) || op.inputs.size() < 2) continue;
+      const bool weighted =
+          op.type == OpType::MatMul || op.type == OpType::Gemm || op.type == OpType::Conv;
+      if (!weighted || op.inputs.size() < 2) continue;
       const auto w = static_cast<size_t>(op.inputs[1]);
       if (graph.tensors[w].is_weight) op.attrs.weight_bits = tesas[w].bit_width;
     }

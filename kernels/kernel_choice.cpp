@@ -25,7 +25,7 @@ KernelChoice choose_kernel(const graph::Operator& op, std::span<const ConstTenso
     if (why_not) {
       const std::string reason = ": " + *why_not;
       choice.skipped.push_back(std::string(v->name) + reason);
-      if (v->report_when_skipped) {
+      if (v->report_when_skipped || (v->serves_8bit_weights && op.attrs.weight_bits <= 8)) {
         // Variants skipped for the same reason (the Winograd forms on a
         // 1x1 conv) share one entry: "a, b: reason".
         if (!reported.empty() && reported.back().ends_with(reason))

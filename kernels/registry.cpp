@@ -193,13 +193,19 @@ constexpr TileKernelVariant kKernelTable[] = {
      sparse::gemm_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
     // Only where the user allowed 8-bit weights (SparTA §3.3 bit rounding).
     {OpType::MatMul, "cpu.matmul_int8", cpu::matmul_int8, cpu::prepare_matmul_int8,
-     cpu::matmul_int8_applies, 30, LayoutSupport::NchwOnly},
+     cpu::matmul_int8_applies, 30, LayoutSupport::NchwOnly, false, /*serves_8bit_weights=*/true},
     {OpType::Gemm, "cpu.gemm_int8", cpu::gemm_int8, cpu::prepare_gemm_int8, cpu::gemm_int8_applies,
-     30, LayoutSupport::NchwOnly},
+     30, LayoutSupport::NchwOnly, false, /*serves_8bit_weights=*/true},
     {OpType::MatMul, "cpu.matmul_int8_blocks", cpu::matmul_int8_blocks,
-     cpu::prepare_matmul_int8_blocks, cpu::matmul_int8_blocks_applies, 31, LayoutSupport::NchwOnly},
+     cpu::prepare_matmul_int8_blocks, cpu::matmul_int8_blocks_applies, 31, LayoutSupport::NchwOnly,
+     false, /*serves_8bit_weights=*/true},
     {OpType::Gemm, "cpu.gemm_int8_blocks", cpu::gemm_int8_blocks, cpu::prepare_gemm_int8_blocks,
-     cpu::gemm_int8_blocks_applies, 31, LayoutSupport::NchwOnly},
+     cpu::gemm_int8_blocks_applies, 31, LayoutSupport::NchwOnly, false,
+     /*serves_8bit_weights=*/true},
+    // Above cpu.conv_sparse, as the MatMul's int8 variants are above its
+    // sparse one: the user's 8 bits win.
+    {OpType::Conv, "cpu.conv_int8", cpu::conv_int8, cpu::prepare_conv_int8, cpu::conv_int8_applies,
+     30, kAnyLayout, false, /*serves_8bit_weights=*/true},
     {OpType::MatMul, "cpu.matmul_sparse", sparse::matmul_sparse, sparse::prepare_matmul_sparse,
      sparse::matmul_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
     // SparDR sparse conv (kernels/sparse/conv_spardr.hpp): above every dense

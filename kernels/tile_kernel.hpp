@@ -81,6 +81,9 @@ struct TileKernelVariant {
   // the reference is explained, so alternatives for other op forms (a
   // depthwise kernel on a dense conv) are not listed on every op.
   bool report_when_skipped = false;
+  // An 8-bit weight kernel (SparTA §3.3 bit rounding): why it did not apply
+  // is reported on every op whose weight the user annotated 8 bits or fewer.
+  bool serves_8bit_weights = false;
 };
 
 // The variant (op type, name), or nullptr when there is none.

@@ -33,15 +33,20 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "graph/error.hpp"
+#include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/dense_ops.hpp"
+#include "kernels/cpu/gemm_int8.hpp"
+#include "kernels/cpu/int8_ops.hpp"
 
 namespace tessera::kernels::cpu {
 namespace {
 
 constexpr std::string_view kVariant = "cpu.conv_gemm";
+constexpr std::string_view kInt8Variant = "cpu.conv_int8";
 
 // The patch panel of one chunk holds at most this many floats (1 MiB: half
 // of Sapphire Rapids' 2 MiB L2, beside a kc×nc block of packed weights).
@@ -56,6 +61,9 @@ constexpr int64_t kMaxChunkPixels = 512;
 
 struct ConvGemmPrepared {
   PackedMatrix weights;  // W' viewed [OC, kH·kW·C], packed as the transposed B
+  // cpu.conv_int8: W' quantized instead (weights then empty), for the int8
+  // GEMM (gemm_int8.hpp); every chunk's product goes through product().
+  std::optional<QuantizedMatrix> quantized;
   ConvGeometry geometry;
   // For an input of few channels (the stems): the k offsets of the taps, in
   // the packed weights' [kH, kW, C] order, from a window's top-left pixel
@@ -65,6 +73,21 @@ struct ConvGemmPrepared {
   std::vector<int32_t> planar_offsets;
   std::vector<int32_t> nhwc_offsets;
 };
+
+// A chunk's GEMM: on the packed float32 weights (`weights`: the prepared
+// ones or an input-scaled copy), or on the quantized ones for
+// cpu.conv_int8.
+void product(const ConvGemmPrepared& prep, const PackedMatrix& weights, const float* a, int64_t lda,
+             float* c, int64_t ldc, const GemmTile& tile, const GemmEpilogue& ep) {
+  if (prep.quantized)
+    int8_gemm_tile(a, lda, *prep.quantized, c, ldc, tile, ep);
+  else
+    gemm_tile(a, lda, weights, c, ldc, tile, ep);
+}
+
+int64_t weight_rows(const ConvGemmPrepared& prep) {
+  return prep.quantized ? prep.quantized->k() : prep.weights.k();
+}
 
 // Per-thread panels, grown on first use, never per call.
 struct ConvScratch {
@@ -343,7 +366,7 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, const PackedM
                int64_t cols, int64_t oc0, int64_t oc1, GemmEpilogue epilogue) {
   const ConvGeometry& g = prep.geometry;
   ConvScratch& scratch = thread_scratch();
-  const int64_t c = g.channels, k = weights.k();
+  const int64_t c = g.channels, k = weight_rows(prep);
   const int64_t pixels = rows * cols;
   const int64_t first_pixel = (n * g.out_h + oh_begin) * g.out_w + ow_begin;  // of Y and R
   const bool x_nhwc = is_nhwc(args.inputs[0].layout, g);
@@ -430,12 +453,12 @@ void run_chunk(const TileArgs& args, const ConvGemmPrepared& prep, const PackedM
   }
   const GemmTile tile{.m0 = 0, .m1 = pixels, .n0 = oc0, .n1 = oc1};
   if (y_nhwc) {
-    gemm_tile(a, k, weights, args.output.data + first_pixel * g.out_channels, g.out_channels, tile,
-              epilogue);
+    product(prep, weights, a, k, args.output.data + first_pixel * g.out_channels, g.out_channels,
+            tile, epilogue);
     return;
   }
   float* out_t = grown(scratch.output, pixels * oc1);
-  gemm_tile(a, k, weights, out_t, oc1, tile, epilogue);
+  product(prep, weights, a, k, out_t, oc1, tile, epilogue);
   float* y = args.output.data + (n * g.out_channels + oc0) * out_plane;
   for (int64_t r = 0; r < rows; ++r)
     transpose_panel(out_t + r * cols * oc1 + oc0, oc1, cols, oc1 - oc0,
@@ -460,9 +483,14 @@ std::optional<std::string> refuse_fused_expand(const graph::Operator& op) {
   return "a 1x1 expansion is fused in (only cpu.conv_expand_depthwise computes it)";
 }
 
-PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+namespace {
+
+// cpu.conv_gemm's weights packed for the float32 SGEMM, or cpu.conv_int8's
+// quantized (`int8`).
+PreparedOp prepare_conv(std::string_view variant, const graph::Operator& op,
+                        std::span<const ConstTensorView> inputs, bool int8) {
   auto prep = std::make_shared<ConvGemmPrepared>();
-  if (auto why = applies_with(op, inputs, prep->geometry)) fail_op(kVariant, &op, *why);
+  if (auto why = applies_with(op, inputs, prep->geometry)) fail_op(variant, &op, *why);
   const ConvGeometry& g = prep->geometry;
   // ONNX's [OC, C, kH, kW] → [OC, kH, kW, C]: the order the patches are
   // gathered in (C-contiguous runs of the pixel-major window).
@@ -473,6 +501,16 @@ PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTen
     for (int64_t ch = 0; ch < g.channels; ++ch)
       for (int64_t t = 0; t < taps; ++t)
         permuted[(oc * taps + t) * g.channels + ch] = w[(oc * g.channels + ch) * taps + t];
+  if (int8) {
+    // No indirect rows (the int8 GEMM reads A rows in place only) and no
+    // input scale (conv_int8_applies refuses it).
+    try {
+      prep->quantized = quantize_b(permuted.data(), k, g.out_channels, k, /*transposed=*/true);
+    } catch (const std::invalid_argument& e) {
+      fail_op(variant, &op, e.what());
+    }
+    return prep;
+  }
   prep->weights = pack_b(permuted.data(), k, g.out_channels, k, /*transposed=*/true,
                          gemm_microkernel_for_columns(g.out_channels));
   // int32 offsets must reach every float of an image.
@@ -491,10 +529,10 @@ PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTen
   return prep;
 }
 
-void conv_gemm(const TileArgs& args) {
+void run_conv(std::string_view variant, const TileArgs& args) {
   const graph::InputCount count =
       args.op ? graph::conv_input_count(args.op->attrs) : graph::InputCount{2, 3};
-  check_dense_tile_args(kVariant, args, count.min, count.max, /*needs_prepared=*/true);
+  check_dense_tile_args(variant, args, count.min, count.max, /*needs_prepared=*/true);
   const auto& prep = *static_cast<const ConvGemmPrepared*>(args.prepared);
   const ConvGeometry& g = prep.geometry;
   const graph::Shape& y_shape = *args.output.shape;
@@ -506,11 +544,11 @@ void conv_gemm(const TileArgs& args) {
                            y_shape[1] == g.out_channels && y_shape[g.rank - 1] == g.out_w &&
                            (is_1d || y_shape[2] == g.out_h);
   if (!same_shapes)
-    fail_op(kVariant, args.op,
+    fail_op(variant, args.op,
             "shapes differ from the prepared ones (input " + graph::shape_to_string(x_shape) +
                 ", output " + graph::shape_to_string(y_shape) + ")");
   if (args.op->attrs.fused_residual && *args.inputs[3].shape != y_shape)
-    fail_op(kVariant, args.op,
+    fail_op(variant, args.op,
             "residual shape " + graph::shape_to_string(*args.inputs[3].shape) +
                 " differs from the output shape " + graph::shape_to_string(y_shape));
   const graph::Region& r = *args.region;
@@ -540,7 +578,7 @@ void conv_gemm(const TileArgs& args) {
                          is_nhwc(args.output.layout, g) &&
                          (!args.op->attrs.fused_residual || is_nhwc(args.inputs[3].layout, g));
   const int64_t max_pixels = no_panels ? (oh1 - oh0) * (ow1 - ow0)
-                                       : std::clamp(kPatchPanelFloats / prep.weights.k(),
+                                       : std::clamp(kPatchPanelFloats / weight_rows(prep),
                                                     kMinChunkPixels, kMaxChunkPixels);
   const int64_t chunk_cols = std::min(ow1 - ow0, max_pixels);
   // Whole output rows or a single part-row: the chunk's pixels stay
@@ -555,6 +593,41 @@ void conv_gemm(const TileArgs& args) {
         run_chunk(args, prep, weights, !scale_weights, n, oh, std::min(chunk_rows, oh1 - oh), ow,
                   std::min(chunk_cols, ow1 - ow), oc0, oc1, epilogue);
   }
+}
+
+}  // namespace
+
+PreparedOp prepare_conv_gemm(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+  return prepare_conv(kVariant, op, inputs, /*int8=*/false);
+}
+
+void conv_gemm(const TileArgs& args) {
+  run_conv(kVariant, args);
+}
+
+std::optional<std::string> conv_int8_applies(const graph::Operator& op,
+                                             std::span<const ConstTensorView> inputs) {
+  ConvGeometry g;
+  if (auto why = applies_with(op, inputs, g)) return why;
+  if (auto why = refuse_fused_input_scale(op)) return why;
+  // The int8 GEMM computes every product of the direct conv; Winograd
+  // computes 2.25-4x fewer in float32. ResNet-50 with every weight at 8
+  // bits (tessera run --profile, 1 thread, AVX2 Zen 4 guest): its 40
+  // conv_gemm convs took 105.8 ms float32, 84.6 int8; its 11 F(4x4) convs
+  // 25.6 Winograd, 35.6 int8; its two F(2x2) ones 5.9 and 6.9. Unmeasured
+  // against VNNI: Winograd keeps these convs there too.
+  if (!conv_winograd_applies(op, inputs) || !conv_winograd_2x2_applies(op, inputs))
+    return "Winograd runs this 3x3 stride-1 conv faster than the int8 GEMM";
+  return int8_weight_allowed(op, g.channels * g.k_h * g.k_w);
+}
+
+PreparedOp prepare_conv_int8(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+  if (auto why = conv_int8_applies(op, inputs)) fail_op(kInt8Variant, &op, *why);
+  return prepare_conv(kInt8Variant, op, inputs, /*int8=*/true);
+}
+
+void conv_int8(const TileArgs& args) {
+  run_conv(kInt8Variant, args);
 }
 
 }  // namespace tessera::kernels::cpu

@@ -29,18 +29,6 @@ struct GemmInt8Prepared {
   PreparedGemmC c;
 };
 
-// What every int8 variant needs beyond its op's own checks.
-std::optional<std::string> int8_allowed(const graph::Operator& op, int64_t k) {
-  if (op.attrs.weight_bits > 8)
-    return "the weight is " + std::to_string(op.attrs.weight_bits) +
-           "-bit (annotate \"bits\": 8 in --sparsity FILE.json to allow int8)";
-  if (!int8_isa_supported(Int8Isa::kAvx512Vnni) && !int8_isa_supported(Int8Isa::kAvx2))
-    return "this CPU has neither AVX-512 VNNI nor AVX2 (the portable int8 path is slower than "
-           "float32)";
-  if (k >= (int64_t{1} << 16)) return "K >= 65536 could overflow s32 sums";
-  return std::nullopt;
-}
-
 std::optional<std::string> sparse_enough(const float* b, int64_t k, int64_t n, int64_t ldb,
                                          bool transposed) {
   const double coverage = int8_block_coverage(b, k, n, ldb, transposed);
@@ -119,10 +107,22 @@ void run_gemm(std::string_view variant, const TileArgs& args) {
 
 }  // namespace
 
+// What every int8 variant needs beyond its op's own checks.
+std::optional<std::string> int8_weight_allowed(const graph::Operator& op, int64_t k) {
+  if (op.attrs.weight_bits > 8)
+    return "the weight is " + std::to_string(op.attrs.weight_bits) +
+           "-bit (annotate \"bits\": 8 in --sparsity FILE.json to allow int8)";
+  if (!int8_isa_supported(Int8Isa::kAvx512Vnni) && !int8_isa_supported(Int8Isa::kAvx2))
+    return "this CPU has neither AVX-512 VNNI nor AVX2 (the portable int8 path is slower than "
+           "float32)";
+  if (k >= (int64_t{1} << 16)) return "K >= 65536 could overflow s32 sums";
+  return std::nullopt;
+}
+
 std::optional<std::string> matmul_int8_applies(const graph::Operator& op,
                                                std::span<const ConstTensorView> inputs) {
   if (auto why = matmul_applies(op, inputs)) return why;
-  return int8_allowed(op, (*inputs[1].shape)[0]);
+  return int8_weight_allowed(op, (*inputs[1].shape)[0]);
 }
 PreparedOp prepare_matmul_int8(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
   return prepare_matmul(kMatMul, op, inputs, Int8Layout::kDense);
@@ -149,7 +149,7 @@ std::optional<std::string> gemm_int8_applies(const graph::Operator& op,
                                              std::span<const ConstTensorView> inputs) {
   if (auto why = gemm_constant_b_applies(op, inputs)) return why;
   const graph::Shape& b = *inputs[1].shape;
-  return int8_allowed(op, op.attrs.trans_b ? b[1] : b[0]);
+  return int8_weight_allowed(op, op.attrs.trans_b ? b[1] : b[0]);
 }
 PreparedOp prepare_gemm_int8(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
   return prepare_gemm(kGemm, op, inputs, Int8Layout::kDense);

@@ -1,9 +1,10 @@
 #pragma once
-// "cpu.matmul_int8" and "cpu.gemm_int8": MatMul / Gemm with a constant B
+// "cpu.matmul_int8", "cpu.gemm_int8" and "cpu.conv_int8": MatMul / Gemm / Conv with a constant B
 // whose TeSA bit width is 8 or less (the user's annotation, SparTA §3.3 bit
 // rounding) on kernels/cpu/gemm_int8.hpp. B (alpha·op(B) for Gemm) is
 // quantized once at prepare time. The "_blocks" variants store only B's
 // 32×32 blocks that hold a nonzero (block-pruned weights at 8 bits).
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -11,6 +12,11 @@
 #include "kernels/tile_kernel.hpp"
 
 namespace tessera::kernels::cpu {
+
+// What every int8 variant needs beyond its op's own checks: the op's weight
+// annotated 8 bits or fewer, a CPU with an int8 kernel that beats float32,
+// and K short enough for exact s32 sums. nullopt if so, else why not.
+std::optional<std::string> int8_weight_allowed(const graph::Operator& op, int64_t k);
 
 void matmul_int8(const TileArgs& args);
 PreparedOp prepare_matmul_int8(const graph::Operator& op, std::span<const ConstTensorView> inputs);
@@ -32,5 +38,13 @@ PreparedOp prepare_gemm_int8_blocks(const graph::Operator& op,
                                     std::span<const ConstTensorView> inputs);
 std::optional<std::string> gemm_int8_blocks_applies(const graph::Operator& op,
                                                     std::span<const ConstTensorView> inputs);
+
+// "cpu.conv_int8" (conv_gemm.cpp): cpu.conv_gemm's implicit GEMM with the
+// weights W' [OC, kH·kW·C] quantized and each chunk's product on the int8
+// GEMM; everything else (patches, layouts, epilogue) is cpu.conv_gemm's.
+void conv_int8(const TileArgs& args);
+PreparedOp prepare_conv_int8(const graph::Operator& op, std::span<const ConstTensorView> inputs);
+std::optional<std::string> conv_int8_applies(const graph::Operator& op,
+                                             std::span<const ConstTensorView> inputs);
 
 }  // namespace tessera::kernels::cpu

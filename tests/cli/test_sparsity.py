@@ -12,10 +12,10 @@ Checks, on a small CNN whose first conv has a pruned output channel (weights and
       pattern, bad ratio, missing / garbage / wrong-shape mask) fail with one "error:" line;
   (e) the kernel choice sees propagated zeros: a MatMul whose weight rows propagation zeroes
       goes from a dense kernel to cpu.matmul_sparse, and still matches ONNX Runtime;
-  (f) "bits": 8 on a MatMul / Gemm weight picks cpu.matmul_int8 / cpu.gemm_int8 (on CPUs with
-      AVX-512 VNNI or AVX2; elsewhere the report must not) and the outputs stay within
-      int8_error_bound (gemm_int8.hpp) of ONNX Runtime's float32 ones, element by element,
-      while the unannotated MatMul stays float;
+  (f) "bits": 8 on a MatMul / Gemm / Conv weight picks cpu.matmul_int8 / cpu.gemm_int8 /
+      cpu.conv_int8 (on CPUs with AVX-512 VNNI or AVX2; elsewhere the report must not) and the
+      outputs stay within int8_error_bound (gemm_int8.hpp) of ONNX Runtime's float32 ones,
+      element by element, while the unannotated MatMul stays float;
   (g) a conv whose density lies between cpu.conv_sparse's NCHW and NHWC crossovers runs sparse
       with NHWC activations and dense with --layout nchw (the choice sees the layout it runs in).
 Prints `N passed, M failed`; exits 1 if M > 0.
@@ -186,21 +186,27 @@ def main() -> int:
   w6 = np.zeros([96, 64], np.float32)  # 2 of its 3 x 2 blocks of 32 x 32 hold values
   w6[0:32, 0:32] = rng.standard_normal([32, 32])
   w6[64:96, 32:64] = rng.standard_normal([32, 32])
+  w7 = rng.standard_normal([24, 16, 3, 3]).astype(np.float32)
   q = helper.make_model(helper.make_graph(
       [helper.make_node("MatMul", ["x", "w3"], ["h"], name="mm_int8"),
        helper.make_node("MatMul", ["x2", "w4"], ["y2"], name="mm_float"),
        helper.make_node("Gemm", ["x2", "w5", "c5"], ["g"], name="gemm_int8", transB=1,
                         alpha=0.5),
-       helper.make_node("MatMul", ["x", "w6"], ["hb"], name="mm_blocks")], "int8",
+       helper.make_node("MatMul", ["x", "w6"], ["hb"], name="mm_blocks"),
+       helper.make_node("Conv", ["xc", "w7"], ["yc"], name="conv_int8", pads=[1, 1, 1, 1],
+                        strides=[2, 2])],
+      "int8",
       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 96]),
-       helper.make_tensor_value_info("x2", TensorProto.FLOAT, [5, 48])],
+       helper.make_tensor_value_info("x2", TensorProto.FLOAT, [5, 48]),
+       helper.make_tensor_value_info("xc", TensorProto.FLOAT, [1, 16, 9, 9])],
       [helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 7, 48]),
        helper.make_tensor_value_info("y2", TensorProto.FLOAT, [5, 40]),
        helper.make_tensor_value_info("g", TensorProto.FLOAT, [5, 24]),
-       helper.make_tensor_value_info("hb", TensorProto.FLOAT, [2, 7, 64])],
+       helper.make_tensor_value_info("hb", TensorProto.FLOAT, [2, 7, 64]),
+       helper.make_tensor_value_info("yc", TensorProto.FLOAT, [1, 24, 5, 5])],
       [numpy_helper.from_array(w3, "w3"), numpy_helper.from_array(w4, "w4"),
        numpy_helper.from_array(w5, "w5"), numpy_helper.from_array(c5, "c5"),
-       numpy_helper.from_array(w6, "w6")]),
+       numpy_helper.from_array(w6, "w6"), numpy_helper.from_array(w7, "w7")]),
       opset_imports=[helper.make_opsetid("", 13)])
   q.ir_version = 8
   q_path = os.path.join(work, "int8.onnx")
@@ -208,11 +214,12 @@ def main() -> int:
   bits = os.path.join(work, "bits.json")
   with open(bits, "w") as f:
     json.dump([{"tensor": "w3", "bits": 8}, {"tensor": "w5", "bits": 8},
-               {"tensor": "w6", "bits": 8}], f)
+               {"tensor": "w6", "bits": 8}, {"tensor": "w7", "bits": 8}], f)
   out = run([args.tessera, "compile", q_path, "-o", os.path.join(work, "int8.tess"), "--sparsity",
              bits]).stdout
-  chosen = dict(re.findall(r"^\s+(mm_int8|mm_float|gemm_int8|mm_blocks)\s+(?:MatMul|Gemm)\s+(\S+)", out,
-                          re.MULTILINE))
+  chosen = dict(re.findall(
+      r"^\s+(mm_int8|mm_float|gemm_int8|mm_blocks|conv_int8)\s+(?:MatMul|Gemm|Conv)\s+(\S+)", out,
+      re.MULTILINE))
   flags = open("/proc/cpuinfo").read().split()
   # The int8 kernels run with AVX-512 VNNI or AVX2 + FMA (gemm_int8.hpp).
   int8_cpu = "avx512_vnni" in flags or ("avx2" in flags and "fma" in flags)
@@ -224,18 +231,24 @@ def main() -> int:
         f"the 8-bit block-pruned MatMul got {chosen.get('mm_blocks')}")
   check((chosen.get("gemm_int8") == "cpu.gemm_int8") == int8_cpu,
         f"the 8-bit Gemm got {chosen.get('gemm_int8')} on a CPU with{'' if int8_cpu else 'out'} VNNI or AVX2")
+  check((chosen.get("conv_int8") == "cpu.conv_int8") == int8_cpu,
+        f"the 8-bit Conv got {chosen.get('conv_int8')} on a CPU with{'' if int8_cpu else 'out'} VNNI or AVX2")
   xq = rng.standard_normal([2, 7, 96]).astype(np.float32)
   x2 = rng.standard_normal([5, 48]).astype(np.float32)
+  xc = rng.standard_normal([1, 16, 9, 9]).astype(np.float32)
   np.save(os.path.join(work, "xq.npy"), xq)
   np.save(os.path.join(work, "x2.npy"), x2)
+  np.save(os.path.join(work, "xc.npy"), xc)
   out_dir = os.path.join(work, "out_int8")
   os.makedirs(out_dir, exist_ok=True)
   run([args.tessera, "run", os.path.join(work, "int8.tess"), "--input",
        f"x={os.path.join(work, 'xq.npy')}", "--input", f"x2={os.path.join(work, 'x2.npy')}",
-       "--output-dir", out_dir, "--iterations", 1, "--warmup", 0])
+       "--input", f"xc={os.path.join(work, 'xc.npy')}", "--output-dir", out_dir, "--iterations", 1,
+       "--warmup", 0])
   h = np.load(os.path.join(out_dir, "h.npy")).reshape(14, 48).astype(np.float64)
-  want_h, want_y2, want_g, want_hb = ort.InferenceSession(
-      q.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xq, "x2": x2})
+  want_h, want_y2, want_g, want_hb, want_yc = ort.InferenceSession(
+      q.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+          None, {"x": xq, "x2": x2, "xc": xc})
   def int8_bound(a, b):  # int8_error_bound() of gemm_int8.hpp, for every element of a @ b
     a, b = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
     ea = a.max(axis=1, keepdims=True) / 127 / 2
@@ -247,10 +260,17 @@ def main() -> int:
 
   g = np.load(os.path.join(out_dir, "g.npy")).astype(np.float64)
   hb = np.load(os.path.join(out_dir, "hb.npy")).reshape(14, 64).astype(np.float64)
+  # The conv's patches [25 pixels, (c, kh, kw)], zero-padded, stride 2 (never Winograd's),
+  # against W [24, 144]^T.
+  padded = np.pad(xc[0], ((0, 0), (1, 1), (1, 1)))
+  patches = np.stack([padded[:, 2 * i:2 * i + 3, 2 * j:2 * j + 3].reshape(-1)
+                      for i in range(5) for j in range(5)])
+  yc = np.load(os.path.join(out_dir, "yc.npy")).reshape(24, 25).T.astype(np.float64)
   for name, err, bound in (
       ("MatMul", np.abs(h - want_h.reshape(14, 48)), int8_bound(xq.reshape(14, 96), w3)),
       ("Gemm", np.abs(g - want_g), int8_bound(x2, 0.5 * w5.T)),
-      ("block MatMul", np.abs(hb - want_hb.reshape(14, 64)), int8_bound(xq.reshape(14, 96), w6))):
+      ("block MatMul", np.abs(hb - want_hb.reshape(14, 64)), int8_bound(xq.reshape(14, 96), w6)),
+      ("Conv", np.abs(yc - want_yc.reshape(24, 25).T), int8_bound(patches, w7.reshape(24, -1).T))):
     check(bool(np.all(err <= bound)), f"int8 {name} error {err.max():.3g} exceeds its bound")
     if int8_cpu:  # int8 really ran: not bit-equal to float32
       check(err.max() > 0, f"the int8 {name} equals float32 exactly: quantization did not run")

@@ -27,6 +27,7 @@
 #include "kernels/cpu/gemm_int8.hpp"
 #include "kernels/kernel_choice.hpp"
 #include "kernels/tile_kernel.hpp"
+#include "tests/kernels_cpu/conv_case.hpp"
 #include "tests/kernels_cpu/layouts.hpp"
 #include "tests/kernels_cpu/test_random.hpp"
 #include "tests/kernels_cpu/tile_grid.hpp"
@@ -40,20 +41,15 @@ using graph::OpType;
 using graph::Shape;
 using kernels::ConstTensorView;
 using kernels::TileKernelVariant;
+using tessera::test::ConvCase;
+using tessera::test::ConvSpec;
+using tessera::test::describe;
+using tessera::test::make_case;
 using tessera::test::pick;
 namespace cpu = kernels::cpu;
 
-struct ConvInt8Spec {
-  int64_t batch = 1, channels = 1, out_channels = 1, in_h = 1, in_w = 1;
-  int64_t k_h = 1, k_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  bool bias = true, residual = false;
-  Activation activation = Activation::None;
-  Layout x_layout = Layout::NCHW, y_layout = Layout::NCHW, r_layout = Layout::NCHW;
-};
-
-ConvInt8Spec random_spec(std::mt19937_64& rng) {
-  ConvInt8Spec s;
+ConvSpec random_spec(std::mt19937_64& rng) {
+  ConvSpec s;
   s.batch = pick<int64_t>(rng, {1, 1, 2});
   s.channels = pick<int64_t>(rng, {1, 2, 3, 5, 7, 13, 17, 33, 64});
   s.out_channels = pick<int64_t>(rng, {1, 3, 5, 16, 17, 31, 67});
@@ -80,57 +76,23 @@ ConvInt8Spec random_spec(std::mt19937_64& rng) {
   return s;
 }
 
-struct ConvInt8Case {
-  graph::Operator op;
-  std::vector<Shape> shapes;  // X, W, [B], [R]
-  std::vector<Layout> layouts;
-  Shape output;
-  int64_t out_h = 0, out_w = 0;
-};
-
-std::optional<ConvInt8Case> make_case(const ConvInt8Spec& s) {
-  const int64_t span_h = s.in_h + s.pad_top + s.pad_bottom - s.dilation_h * (s.k_h - 1) - 1;
-  const int64_t span_w = s.in_w + s.pad_left + s.pad_right - s.dilation_w * (s.k_w - 1) - 1;
-  if (span_h < 0 || span_w < 0) return std::nullopt;
-  ConvInt8Case c;
-  c.op.name = "conv";
-  c.op.type = OpType::Conv;
-  graph::OpAttributes& a = c.op.attrs;
-  a.weight_bits = 8;
-  a.activation = s.activation;
-  a.clip_min = -0.25f;
-  a.clip_max = 0.5f;
-  a.kernel_shape = {s.k_h, s.k_w};
-  a.strides = {s.stride_h, s.stride_w};
-  a.dilations = {s.dilation_h, s.dilation_w};
-  a.pads = {s.pad_top, s.pad_left, s.pad_bottom, s.pad_right};
-  c.out_h = span_h / s.stride_h + 1;
-  c.out_w = span_w / s.stride_w + 1;
-  c.shapes = {{s.batch, s.channels, s.in_h, s.in_w}, {s.out_channels, s.channels, s.k_h, s.k_w}};
-  c.layouts = {s.x_layout, Layout::NCHW};
-  c.output = {s.batch, s.out_channels, c.out_h, c.out_w};
-  if (s.bias || s.residual) {
-    c.shapes.push_back({s.out_channels});
-    c.layouts.push_back(Layout::NCHW);
-  }
-  if (s.residual) {
-    a.fused_residual = true;
-    c.shapes.push_back(c.output);
-    c.layouts.push_back(s.r_layout);
-  }
+// The conv as cpu.conv_int8 takes it: its weight annotated 8 bits.
+std::optional<ConvCase> make_int8_case(const ConvSpec& s) {
+  std::optional<ConvCase> c = make_case(s);
+  if (c) c->op.attrs.weight_bits = 8;
   return c;
 }
 
 // Rows: pixels (n, oh, ow) in order; columns: (kh, kw, c), zero where a tap
 // falls in the padding. X logical NCHW.
-std::vector<float> patch_matrix(const ConvInt8Spec& s, const ConvInt8Case& c,
-                                const std::vector<float>& x) {
+std::vector<float> patch_matrix(const ConvSpec& s, const ConvCase& c, const std::vector<float>& x) {
   const int64_t k = s.channels * s.k_h * s.k_w;
   std::vector<float> p;
-  p.reserve(static_cast<size_t>(s.batch * c.out_h * c.out_w * k));
+  const int64_t out_h = c.output[2], out_w = c.output[3];
+  p.reserve(static_cast<size_t>(s.batch * out_h * out_w * k));
   for (int64_t n = 0; n < s.batch; ++n)
-    for (int64_t oh = 0; oh < c.out_h; ++oh)
-      for (int64_t ow = 0; ow < c.out_w; ++ow)
+    for (int64_t oh = 0; oh < out_h; ++oh)
+      for (int64_t ow = 0; ow < out_w; ++ow)
         for (int64_t kh = 0; kh < s.k_h; ++kh)
           for (int64_t kw = 0; kw < s.k_w; ++kw)
             for (int64_t ch = 0; ch < s.channels; ++ch) {
@@ -145,7 +107,7 @@ std::vector<float> patch_matrix(const ConvInt8Spec& s, const ConvInt8Case& c,
 }
 
 // W [OC, C, kH, kW] as [OC, (kh, kw, c)].
-std::vector<float> permuted_weights(const ConvInt8Spec& s, const std::vector<float>& w) {
+std::vector<float> permuted_weights(const ConvSpec& s, const std::vector<float>& w) {
   const int64_t taps = s.k_h * s.k_w;
   std::vector<float> out(w.size());
   for (int64_t oc = 0; oc < s.out_channels; ++oc)
@@ -173,16 +135,11 @@ struct Int8IsaGuard {
   ~Int8IsaGuard() { cpu::set_int8_isa(saved); }
 };
 
-void check_conv_int8(const ConvInt8Spec& s, uint64_t seed) {
-  const std::optional<ConvInt8Case> made = make_case(s);
+void check_conv_int8(const ConvSpec& s, uint64_t seed) {
+  const std::optional<ConvCase> made = make_int8_case(s);
   if (!made) return;
-  const ConvInt8Case& c = *made;
-  INFO("seed ", seed, ": N", s.batch, " C", s.channels, " OC", s.out_channels, " in ", s.in_h, "x",
-       s.in_w, " k ", s.k_h, "x", s.k_w, " s ", s.stride_h, ",", s.stride_w, " d ", s.dilation_h,
-       ",", s.dilation_w, " pads ", s.pad_top, ",", s.pad_left, ",", s.pad_bottom, ",", s.pad_right,
-       " bias ", s.bias, " residual ", s.residual, " act ", static_cast<int>(s.activation), " X ",
-       graph::layout_name(s.x_layout), " Y ", graph::layout_name(s.y_layout), " R ",
-       graph::layout_name(s.r_layout));
+  const ConvCase& c = *made;
+  INFO("seed ", seed, ": ", describe(s));
   const TileKernelVariant* variant =
       kernels::find_tile_kernel_variant(OpType::Conv, "cpu.conv_int8");
   const TileKernelVariant* reference = kernels::find_tile_kernel_variant(OpType::Conv, "reference");
@@ -196,7 +153,7 @@ void check_conv_int8(const ConvInt8Spec& s, uint64_t seed) {
     for (float& v : data[i]) v = dist(rng);
   }
   const int64_t numel = graph::shape_numel(c.output);
-  const int64_t plane = c.out_h * c.out_w, pixels = s.batch * plane;
+  const int64_t plane = c.output[2] * c.output[3], pixels = s.batch * plane;
   const int64_t k = s.channels * s.k_h * s.k_w;
 
   // The float reference, logical NCHW.
@@ -292,66 +249,66 @@ TEST_CASE("cpu.conv_int8 is the int8 GEMM of the conv's patches on random shapes
   for (int i = 0; i < 80; ++i) check_conv_int8(random_spec(rng), seed++);
 }
 
+// A conv of `spec` with constant weights and bias of 0.5 and X unknown, as
+// kernel choice sees it at compile time; `bits` its weight's width.
+struct CompileTimeConv {
+  ConvCase c;
+  std::vector<std::vector<float>> data;
+  std::vector<ConstTensorView> views;
+
+  CompileTimeConv(const ConvSpec& spec, int32_t bits) : c(*make_int8_case(spec)) {
+    c.op.attrs.weight_bits = bits;
+    for (const Shape& shape : c.shapes)
+      data.emplace_back(static_cast<size_t>(graph::shape_numel(shape)), 0.5f);
+    for (size_t i = 0; i < c.shapes.size(); ++i)
+      views.push_back({i == 0 ? nullptr : data[i].data(), &c.shapes[i]});
+  }
+};
+
+// The 3x3 stride-1 conv on a 16x16 map that Winograd takes.
+ConvSpec winograd_conv() {
+  return {.channels = 32,
+          .out_channels = 48,
+          .in_h = 16,
+          .in_w = 16,
+          .k_h = 3,
+          .k_w = 3,
+          .pad_top = 1,
+          .pad_left = 1,
+          .pad_bottom = 1,
+          .pad_right = 1};
+}
+
 TEST_CASE("cpu.conv_int8 applies only to 8-bit weights, and says why not") {
   const TileKernelVariant* variant =
       kernels::find_tile_kernel_variant(OpType::Conv, "cpu.conv_int8");
   REQUIRE(variant != nullptr);
-  ConvInt8Spec s{.channels = 8, .out_channels = 4, .in_h = 5, .in_w = 5};
-  ConvInt8Case c = *make_case(s);
-  std::vector<std::vector<float>> data;
-  std::vector<ConstTensorView> views;
-  for (const Shape& shape : c.shapes)
-    data.emplace_back(static_cast<size_t>(graph::shape_numel(shape)), 0.5f);
-  for (size_t i = 0; i < c.shapes.size(); ++i)
-    views.push_back({i == 0 ? nullptr : data[i].data(), &c.shapes[i]});
+  CompileTimeConv conv({.channels = 8, .out_channels = 4, .in_h = 5, .in_w = 5}, 8);
+  graph::Operator& op = conv.c.op;
   const bool int8_cpu = cpu::int8_isa_supported(cpu::Int8Isa::kAvx2) ||
                         cpu::int8_isa_supported(cpu::Int8Isa::kAvx512Vnni);
-  CHECK(variant->applies(c.op, views).has_value() == !int8_cpu);
-  c.op.attrs.weight_bits = 32;
-  const std::optional<std::string> why = variant->applies(c.op, views);
+  CHECK(variant->applies(op, conv.views).has_value() == !int8_cpu);
+  op.attrs.weight_bits = 32;
+  const std::optional<std::string> why = variant->applies(op, conv.views);
   REQUIRE(why.has_value());
   CHECK(why->find("annotate \"bits\": 8") != std::string::npos);
-  c.op.attrs.weight_bits = 8;
-  c.op.attrs.fused_input_scale = true;
-  REQUIRE(variant->applies(c.op, views).has_value());
+  op.attrs.weight_bits = 8;
+  op.attrs.fused_input_scale = true;
+  REQUIRE(variant->applies(op, conv.views).has_value());
 
-  // A 3x3 stride-1 conv on a 16x16 map of 64 channels is Winograd's.
-  ConvInt8Spec w{.channels = 64,
-                 .out_channels = 64,
-                 .in_h = 16,
-                 .in_w = 16,
-                 .k_h = 3,
-                 .k_w = 3,
-                 .pad_top = 1,
-                 .pad_left = 1,
-                 .pad_bottom = 1,
-                 .pad_right = 1};
-  ConvInt8Case wc = *make_case(w);
-  std::vector<std::vector<float>> wdata;
-  std::vector<ConstTensorView> wviews;
-  for (const Shape& shape : wc.shapes)
-    wdata.emplace_back(static_cast<size_t>(graph::shape_numel(shape)), 0.5f);
-  for (size_t i = 0; i < wc.shapes.size(); ++i)
-    wviews.push_back({i == 0 ? nullptr : wdata[i].data(), &wc.shapes[i]});
-  const std::optional<std::string> winograd = variant->applies(wc.op, wviews);
-  REQUIRE(winograd.has_value());
-  CHECK(winograd->find("Winograd runs this 3x3 stride-1 conv faster") != std::string::npos);
+  const CompileTimeConv winograd(winograd_conv(), 8);
+  const std::optional<std::string> refused = variant->applies(winograd.c.op, winograd.views);
+  REQUIRE(refused.has_value());
+  CHECK(refused->find("Winograd runs this 3x3 stride-1 conv faster") != std::string::npos);
 }
 
 // The compile report says why an 8-bit weight's conv did not get the int8
 // kernel (TileKernelVariant::serves_8bit_weights), and says nothing of it on
 // float32 weights.
 TEST_CASE("the kernel choice gives 8-bit convs cpu.conv_int8 and explains where it does not") {
-  auto choose = [](const ConvInt8Spec& spec, int32_t bits) {
-    ConvInt8Case c = *make_case(spec);
-    c.op.attrs.weight_bits = bits;
-    std::vector<std::vector<float>> data;
-    std::vector<ConstTensorView> views;
-    for (const Shape& shape : c.shapes)
-      data.emplace_back(static_cast<size_t>(graph::shape_numel(shape)), 0.5f);
-    for (size_t i = 0; i < c.shapes.size(); ++i)
-      views.push_back({i == 0 ? nullptr : data[i].data(), &c.shapes[i]});
-    return kernels::choose_kernel(c.op, views, kernels::KernelPolicy::Fastest);
+  auto choose = [](const ConvSpec& spec, int32_t bits) {
+    const CompileTimeConv conv(spec, bits);
+    return kernels::choose_kernel(conv.c.op, conv.views, kernels::KernelPolicy::Fastest);
   };
   auto mentions_int8 = [](const kernels::KernelChoice& choice) {
     return std::any_of(choice.skipped.begin(), choice.skipped.end(),
@@ -359,18 +316,14 @@ TEST_CASE("the kernel choice gives 8-bit convs cpu.conv_int8 and explains where 
   };
   const bool int8_cpu = cpu::int8_isa_supported(cpu::Int8Isa::kAvx2) ||
                         cpu::int8_isa_supported(cpu::Int8Isa::kAvx512Vnni);
-  const ConvInt8Spec pointwise{.channels = 32, .out_channels = 48, .in_h = 14, .in_w = 14};
+  const ConvSpec pointwise{.channels = 32, .out_channels = 48, .in_h = 14, .in_w = 14};
   const kernels::KernelChoice eight = choose(pointwise, 8);
   CHECK(eight.kernel == (int8_cpu ? "cpu.conv_int8" : "cpu.conv_gemm"));
   CHECK(mentions_int8(eight) == !int8_cpu);
   const kernels::KernelChoice thirty_two = choose(pointwise, 32);
   CHECK(thirty_two.kernel == "cpu.conv_gemm");
   CHECK_FALSE(mentions_int8(thirty_two));
-  ConvInt8Spec winograd = pointwise;
-  winograd.in_h = winograd.in_w = 16;
-  winograd.k_h = winograd.k_w = 3;
-  winograd.pad_top = winograd.pad_left = winograd.pad_bottom = winograd.pad_right = 1;
-  const kernels::KernelChoice three = choose(winograd, 8);
+  const kernels::KernelChoice three = choose(winograd_conv(), 8);
   CHECK(three.kernel == "cpu.conv_winograd");
   CHECK(mentions_int8(three));
 }

@@ -24,6 +24,7 @@
 #include "graph/region.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/tile_kernel.hpp"
+#include "tests/kernels_cpu/conv_case.hpp"
 #include "tests/kernels_cpu/layouts.hpp"
 #include "tests/kernels_cpu/test_random.hpp"
 #include "tests/kernels_cpu/tile_grid.hpp"
@@ -37,6 +38,11 @@ using graph::OpType;
 using graph::Shape;
 using kernels::ConstTensorView;
 using kernels::TileKernelVariant;
+using tessera::test::ConvCase;
+using tessera::test::ConvSpec;
+using tessera::test::describe;
+using tessera::test::make_case;
+using tessera::test::padded_3x3;
 using tessera::test::pick;
 namespace cpu = kernels::cpu;
 
@@ -44,96 +50,6 @@ constexpr std::string_view kVariant = "cpu.conv_sparse";
 
 uint64_t base_seed() {
   return tessera::test::base_seed("test_conv_sparse");
-}
-
-struct ConvSpec {
-  int64_t batch = 1, channels = 1, out_channels = 1, in_h = 1, in_w = 1;
-  int64_t k_h = 1, k_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  bool one_d = false, bias = true, residual = false;
-  Activation activation = Activation::None;
-  double density = 0.1;       // of the weight's nonzeros
-  double empty_channels = 0;  // fraction of output channels with no nonzero
-  Layout x_layout = Layout::NCHW, y_layout = Layout::NCHW, r_layout = Layout::NCHW;
-};
-
-std::string describe(const ConvSpec& s) {
-  std::ostringstream o;
-  o << "N" << s.batch << " C" << s.channels << " OC" << s.out_channels << " in " << s.in_h << "x"
-    << s.in_w << " k " << s.k_h << "x" << s.k_w << " s " << s.stride_h << "," << s.stride_w << " d "
-    << s.dilation_h << "," << s.dilation_w << " pads " << s.pad_top << "," << s.pad_left << ","
-    << s.pad_bottom << "," << s.pad_right << (s.one_d ? " 1-D" : "") << " bias " << s.bias
-    << " residual " << s.residual << " act " << static_cast<int>(s.activation) << " density "
-    << s.density << " empty " << s.empty_channels << " layouts X " << graph::layout_name(s.x_layout)
-    << " Y " << graph::layout_name(s.y_layout) << " R " << graph::layout_name(s.r_layout);
-  return o.str();
-}
-
-// A 3x3 conv with pad 1 (Table II's commonest form), stride `stride`.
-ConvSpec padded_3x3(int64_t channels, int64_t out_channels, int64_t in_h, int64_t in_w,
-                    int64_t stride = 1) {
-  return {.channels = channels,
-          .out_channels = out_channels,
-          .in_h = in_h,
-          .in_w = in_w,
-          .k_h = 3,
-          .k_w = 3,
-          .stride_h = stride,
-          .stride_w = stride,
-          .pad_top = 1,
-          .pad_left = 1,
-          .pad_bottom = 1,
-          .pad_right = 1};
-}
-
-struct ConvCase {
-  graph::Operator op;
-  std::vector<Shape> shapes;  // X, W, [B], [R]
-  Shape output;
-  std::vector<Layout> layouts;
-  int64_t depth = 1;
-};
-
-std::optional<ConvCase> make_case(const ConvSpec& s) {
-  const int64_t span_h = s.in_h + s.pad_top + s.pad_bottom - s.dilation_h * (s.k_h - 1) - 1;
-  const int64_t span_w = s.in_w + s.pad_left + s.pad_right - s.dilation_w * (s.k_w - 1) - 1;
-  if (span_h < 0 || span_w < 0) return std::nullopt;
-  ConvCase c;
-  c.op.name = "conv";
-  c.op.type = OpType::Conv;
-  graph::OpAttributes& a = c.op.attrs;
-  a.activation = s.activation;
-  a.clip_min = -0.25f;
-  a.clip_max = 0.5f;
-  a.leaky_relu_alpha = 0.1f;
-  const int64_t oh = span_h / s.stride_h + 1, ow = span_w / s.stride_w + 1;
-  if (s.one_d) {
-    a.kernel_shape = {s.k_w};
-    a.strides = {s.stride_w};
-    a.dilations = {s.dilation_w};
-    a.pads = {s.pad_left, s.pad_right};
-    c.shapes = {{s.batch, s.channels, s.in_w}, {s.out_channels, s.channels, s.k_w}};
-    c.output = {s.batch, s.out_channels, ow};
-  } else {
-    a.kernel_shape = {s.k_h, s.k_w};
-    a.strides = {s.stride_h, s.stride_w};
-    a.dilations = {s.dilation_h, s.dilation_w};
-    a.pads = {s.pad_top, s.pad_left, s.pad_bottom, s.pad_right};
-    c.shapes = {{s.batch, s.channels, s.in_h, s.in_w}, {s.out_channels, s.channels, s.k_h, s.k_w}};
-    c.output = {s.batch, s.out_channels, oh, ow};
-  }
-  c.layouts = {s.one_d ? Layout::NCHW : s.x_layout, Layout::NCHW};
-  if (s.bias || s.residual) {
-    c.shapes.push_back({s.out_channels});
-    c.layouts.push_back(Layout::NCHW);
-  }
-  if (s.residual) {
-    a.fused_residual = true;
-    c.shapes.push_back(c.output);
-    c.layouts.push_back(s.one_d ? Layout::NCHW : s.r_layout);
-  }
-  c.depth = s.channels * s.k_h * s.k_w;
-  return c;
 }
 
 struct IsaGuard {

@@ -326,6 +326,16 @@ TEST_CASE("the kernel choice gives 8-bit convs cpu.conv_int8 and explains where 
   const kernels::KernelChoice three = choose(winograd_conv(), 8);
   CHECK(three.kernel == "cpu.conv_winograd");
   CHECK(mentions_int8(three));
+  // A weight sparse enough for cpu.conv_sparse runs sparse, not int8.
+  ConvSpec sparse = pointwise;
+  sparse.channels = sparse.out_channels = 64;
+  CompileTimeConv pruned(sparse, 8);
+  std::vector<float>& w = pruned.data[1];
+  for (size_t i = 0; i < w.size(); ++i)
+    if (i % 10 != 0) w[i] = 0.0f;  // 10% density
+  const kernels::KernelChoice choice =
+      kernels::choose_kernel(pruned.c.op, pruned.views, kernels::KernelPolicy::Fastest);
+  CHECK(choice.kernel == "cpu.conv_sparse");
 }
 
 }  // namespace

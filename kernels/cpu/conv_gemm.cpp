@@ -29,6 +29,10 @@
 // patches straight from NCHW would cost one strided scalar copy per element.
 // With NHWC activations (kernels/layout_assignment.hpp) the transposes of
 // steps 1 and 3 disappear.
+//
+// "cpu.conv_int8" is this driver with W' quantized at prepare and step 2 on
+// the int8 GEMM (gemm_int8.hpp, product()): for weights the user annotated
+// 8 bits, where neither Winograd nor the sparse kernel runs the conv faster.
 #include <algorithm>
 #include <cstring>
 #include <limits>

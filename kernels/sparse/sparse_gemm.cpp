@@ -62,16 +62,17 @@ void check_shape(const char* what, int64_t k, int64_t n, int64_t ldb, bool trans
     throw std::invalid_argument(std::string(what) + ": K must be below 2^31");
 }
 
-// Rows of A per CSR panel: csr_tile's MV vectors of the ISA, so one
-// broadcast of w and one index load feed MV FMAs. AVX2 takes 8 vectors, as
-// many rows as AVX-512's 4: per nonzero 8 loads, the broadcast and a
-// quarter of a row load against 8 FMAs, where 4 vectors had 6 loads per 4
-// FMAs; the 8 sums then take half of AVX2's 16 registers, in one set
-// (csr_sum_sets). bench_spmm 1024³ (1 thread, AVX2 Zen 4 guest, three
-// alternating rounds): 50% 19.0-19.3 -> 17.5-17.6 ms, 90-99% unchanged.
-// A 16 KB panel for its 32 KiB L1 measured slower at 90% (4.8 -> 5.2 ms).
+// Rows of A per CSR panel: csr_tile's MV vectors of the ISA
+// (sparse_gemm_kernels.hpp).
 int64_t csr_panel_rows(GemmIsa isa) {
-  return (isa == GemmIsa::kAvx2 ? 8 : 4) * cpu::gemm_isa_vector_floats(isa);
+  switch (isa) {
+    case GemmIsa::kAvx512:
+      return kCsrPanelVectorsAvx512 * cpu::gemm_isa_vector_floats(isa);
+    case GemmIsa::kAvx2:
+      return kCsrPanelVectorsAvx2 * cpu::gemm_isa_vector_floats(isa);
+    default:
+      return kCsrPanelVectorsSse2 * cpu::gemm_isa_vector_floats(isa);
+  }
 }
 
 // Rows of K per CSR k-block. The [KB, MB] panel of A^T takes 32 KB, 2/3 of

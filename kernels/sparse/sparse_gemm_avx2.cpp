@@ -14,7 +14,7 @@ void sparse_bsr_tile__avx2(const SparseTileRun& run) {
   bsr_tile_any<xsimd::fma3<xsimd::avx2>>(run);
 }
 void sparse_csr_tile__avx2(const SparseTileRun& run) {
-  csr_tile<xsimd::fma3<xsimd::avx2>, 8>(run);
+  csr_tile<xsimd::fma3<xsimd::avx2>, kCsrPanelVectorsAvx2>(run);
 }
 
 }  // namespace tessera::kernels::sparse

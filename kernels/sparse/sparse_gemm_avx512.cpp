@@ -22,9 +22,8 @@ struct BlockLanes<xsimd::avx512f, 8> {
 void sparse_bsr_tile__avx512(const SparseTileRun& run) {
   bsr_tile_any<xsimd::avx512f>(run);
 }
-// Four vectors (64 rows of A) per nonzero: each broadcast of w feeds 4 FMAs.
 void sparse_csr_tile__avx512(const SparseTileRun& run) {
-  csr_tile<xsimd::avx512f, 4>(run);
+  csr_tile<xsimd::avx512f, kCsrPanelVectorsAvx512>(run);
 }
 
 }  // namespace tessera::kernels::sparse

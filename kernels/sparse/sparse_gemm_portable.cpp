@@ -8,7 +8,7 @@ void sparse_bsr_tile__sse2(const SparseTileRun& run) {
   bsr_tile_any<xsimd::sse2>(run);
 }
 void sparse_csr_tile__sse2(const SparseTileRun& run) {
-  csr_tile<xsimd::sse2, 4>(run);
+  csr_tile<xsimd::sse2, kCsrPanelVectorsSse2>(run);
 }
 
 }  // namespace tessera::kernels::sparse

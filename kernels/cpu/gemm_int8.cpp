@@ -23,9 +23,9 @@ bool cpu_has_vnni() {
   return has;
 }
 
+// The AVX2 row kernel needs what the SGEMM's AVX2 microkernels need.
 bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
+  return gemm_isa_supported(GemmIsa::kAvx2);
 }
 
 std::atomic<Int8Isa> g_int8_isa{cpu_has_vnni()   ? Int8Isa::kAvx512Vnni

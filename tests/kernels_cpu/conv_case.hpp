@@ -1,5 +1,6 @@
 #pragma once
-// A convolution for the conv kernels' tests (cpu.conv_sparse, cpu.conv_int8):
+// A convolution for the conv kernels' tests (the dense CPU convs,
+// cpu.conv_sparse, cpu.conv_int8):
 // its shape, kernel, strides, dilations, pads, fused bias / residual /
 // activation and each operand's layout, made into an operator with its
 // input shapes.
@@ -19,9 +20,11 @@ struct ConvSpec {
   int64_t batch = 1, channels = 1, out_channels = 1, in_h = 1, in_w = 1;
   int64_t k_h = 1, k_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  bool one_d = false, bias = true, residual = false;
+  int64_t group = 1;
+  bool one_d = false, bias = true;
   graph::Activation activation = graph::Activation::None;
-  double density = 0.1;       // of the weight's nonzeros
+  bool residual = false;      // fused residual (forces a bias: inputs X, W, B, R)
+  double density = 0.1;       // of the weight's nonzeros (the sparse kernels' tests)
   double empty_channels = 0;  // fraction of output channels with no nonzero
   graph::Layout x_layout = graph::Layout::NCHW, y_layout = graph::Layout::NCHW,
                 r_layout = graph::Layout::NCHW;
@@ -72,24 +75,27 @@ inline std::optional<ConvCase> make_case(const ConvSpec& s) {
   c.op.name = "conv";
   c.op.type = graph::OpType::Conv;
   graph::OpAttributes& a = c.op.attrs;
+  a.group = s.group;
   a.activation = s.activation;
   a.clip_min = -0.25f;
   a.clip_max = 0.5f;
   a.leaky_relu_alpha = 0.1f;
   const int64_t oh = span_h / s.stride_h + 1, ow = span_w / s.stride_w + 1;
+  const int64_t group_channels = s.channels / s.group;
   if (s.one_d) {
     a.kernel_shape = {s.k_w};
     a.strides = {s.stride_w};
     a.dilations = {s.dilation_w};
     a.pads = {s.pad_left, s.pad_right};
-    c.shapes = {{s.batch, s.channels, s.in_w}, {s.out_channels, s.channels, s.k_w}};
+    c.shapes = {{s.batch, s.channels, s.in_w}, {s.out_channels, group_channels, s.k_w}};
     c.output = {s.batch, s.out_channels, ow};
   } else {
     a.kernel_shape = {s.k_h, s.k_w};
     a.strides = {s.stride_h, s.stride_w};
     a.dilations = {s.dilation_h, s.dilation_w};
     a.pads = {s.pad_top, s.pad_left, s.pad_bottom, s.pad_right};
-    c.shapes = {{s.batch, s.channels, s.in_h, s.in_w}, {s.out_channels, s.channels, s.k_h, s.k_w}};
+    c.shapes = {{s.batch, s.channels, s.in_h, s.in_w},
+                {s.out_channels, group_channels, s.k_h, s.k_w}};
     c.output = {s.batch, s.out_channels, oh, ow};
   }
   c.layouts = {s.one_d ? graph::Layout::NCHW : s.x_layout, graph::Layout::NCHW};
@@ -102,7 +108,7 @@ inline std::optional<ConvCase> make_case(const ConvSpec& s) {
     c.shapes.push_back(c.output);
     c.layouts.push_back(s.one_d ? graph::Layout::NCHW : s.r_layout);
   }
-  c.depth = s.channels * s.k_h * s.k_w;
+  c.depth = group_channels * s.k_h * s.k_w;
   return c;
 }
 

@@ -33,6 +33,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/kernel_choice.hpp"
 #include "kernels/tile_kernel.hpp"
+#include "conv_case.hpp"
 #include "layouts.hpp"
 #include "test_random.hpp"
 #include "tile_grid.hpp"
@@ -237,60 +238,23 @@ void check_case(std::string_view variant_name, const OpCase& c, uint64_t seed,
 // Random pick from a list.
 using tessera::test::pick;
 
-struct ConvSpec {
-  int64_t batch = 1, channels = 1, out_channels = 1, in_h = 1, in_w = 1;
-  int64_t k_h = 1, k_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  int64_t group = 1;
-  bool one_d = false, bias = true;
-  Activation activation = Activation::None;
-  bool residual = false;  // fused residual (forces a bias: inputs X, W, B, R)
-};
+using tessera::test::ConvSpec;
+using tessera::test::padded_3x3;
 
-// nullopt when the kernel does not fit the padded input.
+// The conv of `s` as an OpCase; nullopt when the kernel does not fit the
+// padded input.
 std::optional<OpCase> conv_case(const ConvSpec& s, const std::string& label) {
-  const int64_t out_h = (s.in_h + s.pad_top + s.pad_bottom - s.dilation_h * (s.k_h - 1) - 1);
-  const int64_t out_w = (s.in_w + s.pad_left + s.pad_right - s.dilation_w * (s.k_w - 1) - 1);
-  if (out_h < 0 || out_w < 0) return std::nullopt;
+  std::optional<tessera::test::ConvCase> made = tessera::test::make_case(s);
+  if (!made) return std::nullopt;
   OpCase c;
   c.label = label;
-  c.op.name = "conv";
-  c.op.type = OpType::Conv;
-  graph::OpAttributes& a = c.op.attrs;
-  a.group = s.group;
-  a.activation = s.activation;
-  a.clip_min = -0.25f;
-  a.clip_max = 0.5f;
-  a.leaky_relu_alpha = 0.1f;
-  const int64_t oh = out_h / s.stride_h + 1, ow = out_w / s.stride_w + 1;
-  const int64_t group_channels = s.channels / s.group;
-  if (s.one_d) {
-    a.kernel_shape = {s.k_w};
-    a.strides = {s.stride_w};
-    a.dilations = {s.dilation_w};
-    a.pads = {s.pad_left, s.pad_right};
-    c.inputs = {{s.batch, s.channels, s.in_w}, {s.out_channels, group_channels, s.k_w}};
-    c.output = {s.batch, s.out_channels, ow};
-  } else {
-    a.kernel_shape = {s.k_h, s.k_w};
-    a.strides = {s.stride_h, s.stride_w};
-    a.dilations = {s.dilation_h, s.dilation_w};
-    a.pads = {s.pad_top, s.pad_left, s.pad_bottom, s.pad_right};
-    c.inputs = {{s.batch, s.channels, s.in_h, s.in_w},
-                {s.out_channels, group_channels, s.k_h, s.k_w}};
-    c.output = {s.batch, s.out_channels, oh, ow};
-  }
+  c.op = std::move(made->op);
+  c.inputs = std::move(made->shapes);
+  c.output = std::move(made->output);
   c.constant = {false, true};
-  if (s.bias || s.residual) {
-    c.inputs.push_back({s.out_channels});
-    c.constant.push_back(true);
-  }
-  if (s.residual) {
-    a.fused_residual = true;
-    c.inputs.push_back(c.output);
-    c.constant.push_back(false);
-  }
-  c.depth = group_channels * s.k_h * s.k_w;
+  if (s.bias || s.residual) c.constant.push_back(true);
+  if (s.residual) c.constant.push_back(false);
+  c.depth = made->depth;
   return c;
 }
 
@@ -1803,20 +1767,6 @@ TEST_CASE("cpu.conv_winograd and cpu.conv_winograd_2x2 read only the input their
         }
 }
 
-// A 3x3 pad-1 conv of c -> oc channels on an h x w map (output h x w).
-ConvSpec same_3x3(int64_t c, int64_t oc, int64_t h, int64_t w) {
-  return {.channels = c,
-          .out_channels = oc,
-          .in_h = h,
-          .in_w = w,
-          .k_h = 3,
-          .k_w = 3,
-          .pad_top = 1,
-          .pad_left = 1,
-          .pad_bottom = 1,
-          .pad_right = 1};
-}
-
 // The compiler's choice among the 3x3 conv variants, and its report: each
 // Winograd form on the maps it takes, and variants skipped for the same
 // reason named together in one entry.
@@ -1834,7 +1784,7 @@ TEST_CASE("the kernel choice picks the Winograd form by map size and explains it
   auto reported = [](const kernels::KernelChoice& choice, const std::string& text) {
     return std::find(choice.skipped.begin(), choice.skipped.end(), text) != choice.skipped.end();
   };
-  ConvSpec spec = same_3x3(32, 48, 13, 13);
+  ConvSpec spec = padded_3x3(32, 48, 13, 13);
   CHECK(choose(spec).kernel == "cpu.conv_winograd_2x2");
   spec.in_h = spec.in_w = 14;
   CHECK(choose(spec).kernel == "cpu.conv_winograd");
@@ -1895,7 +1845,7 @@ TEST_CASE("cpu.conv_winograd says which convs it cannot compute") {
   check_reason(supports(runtime_weights), "weights are not constant");
   // The registry's applies() (supports + the speed rule) explains itself too.
   check_reason(applies("cpu.conv_winograd", *conv_case(s, "1-D")), "not a 2-D conv");
-  const ConvSpec fits = same_3x3(32, 48, 28, 30);
+  const ConvSpec fits = padded_3x3(32, 48, 28, 30);
   CHECK_FALSE(applies("cpu.conv_winograd", *conv_case(fits, "fits")).has_value());
   ConvSpec small_map = fits;
   small_map.in_h = 13;

@@ -77,6 +77,8 @@ constexpr Shape kShapes[] = {
     // stores and the epilogue weigh against a short k loop.
     {"mbv2_1x1_784x192x32", 784, 192, 32},
     {"mbv2_1x1_196x384x64", 196, 384, 64},
+    // Its first expansion (112×112, 16 -> 96): K = 16.
+    {"mbv2_1x1_12544x96x16", 12544, 96, 16},
     // BERT-base at sequence 128 as the 1-thread tiler cuts it (two column
     // tiles per weight matrix): Q/K/V/output, FFN up, FFN down.
     {"bert_128x384x768", 128, 384, 768},

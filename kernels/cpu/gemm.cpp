@@ -367,7 +367,7 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
           kernel.pack_a(a + m * lda + k0, lda, std::min<int64_t>(mr, me - m), kc,
                         a_block + (m - mb) * kc);
       // One MR×NR block: rows [m, m + MR) against panel p.
-      auto run_block = [&](int64_t m, int64_t p) {
+      auto run_block = [&](int64_t m, int64_t p, int64_t panels) {
         const int64_t mv = std::min<int64_t>(mr, me - m);
         args.m_valid = mv;
         if (pack_a && m < packed_end) {
@@ -391,6 +391,8 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
         const int64_t j0 = p * nr;
         const int64_t col_lo = std::max(tile.n0, j0), col_hi = std::min(tile.n1, j0 + nr);
         args.b = b.data() + (p * panel_rows + k0) * nr;
+        args.panels = panels;
+        args.b_panel_stride = panel_rows * nr;
         args.n_begin = col_lo - j0;
         args.n_valid = col_hi - j0;
         args.c = c + m * ldc + j0;
@@ -443,23 +445,35 @@ void run_gemm_tile(const float* a, int64_t lda, const int32_t* a_offsets, const 
             kc_next > 0 ? std::min(pb_next + panels_per_block, panel_end) : pb_next;
         const int64_t panel_lines = kc_next * nr / 16;
         const int64_t share = (panel_lines + row_blocks - 1) / row_blocks;
-        auto run_prefetching = [&](int64_t m, int64_t p) {
+        auto run_prefetching = [&](int64_t m, int64_t p, int64_t panels) {
           const int64_t q = pb_next + (p - pb);
           const int64_t first_line = ((m - mb) / mr) * share;
           if (q < pe_next && first_line < panel_lines) {
             args.prefetch_next = next_data + (q * next_k + k_next) * nr + first_line * 16;
             args.prefetch_lines = std::min(share, panel_lines - first_line);
+            args.prefetch_panels = std::min(panels, pe_next - q);
+            args.next_panel_stride = next_k * nr;
           } else {
             args.prefetch_next = nullptr;
+            args.prefetch_panels = 0;
           }
-          run_block(m, p);
+          run_block(m, p, panels);
         };
         if (panels_outer) {
           for (int64_t p = pb; p < pe; ++p)
-            for (int64_t m = mb; m < me; m += mr) run_prefetching(m, p);
+            for (int64_t m = mb; m < me; m += mr) run_prefetching(m, p, 1);
         } else {
+          // Panels wholly inside the tile go to the microkernel together,
+          // one call per row block; a partial first or last panel alone.
+          auto whole = [&](int64_t p) { return p * nr >= tile.n0 && (p + 1) * nr <= tile.n1; };
           for (int64_t m = mb; m < me; m += mr)
-            for (int64_t p = pb; p < pe; ++p) run_prefetching(m, p);
+            for (int64_t p = pb; p < pe;) {
+              int64_t panels = 1;
+              if (whole(p))
+                while (p + panels < pe && whole(p + panels)) ++panels;
+              run_prefetching(m, p, panels);
+              p += panels;
+            }
         }
       }
     }

@@ -344,7 +344,7 @@ __attribute__((always_inline)) inline __m512 broadcast_row(const StridedRows& r,
 #endif
 
 template <class Arch, int MR, int NR>
-inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
+__attribute__((always_inline)) inline void gemm_microkernel_panel(const GemmMicrokernelArgs& args) {
   using Batch = xsimd::batch<float, Arch>;
   static_assert(NR % Batch::size == 0, "NR must be a multiple of the vector width");
   constexpr int NV = NR / static_cast<int>(Batch::size);
@@ -390,6 +390,29 @@ inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
     gemm_k_loop<Batch, MR, NR>(acc, args, [&](int64_t k, int i) { return a[k * MR + i]; });
   }
   gemm_store_with_epilogue<Arch, MR, NR>(acc, args);
+}
+
+// args.panels blocks side by side (GemmMicrokernelArgs::panels).
+template <class Arch, int MR, int NR>
+inline void gemm_microkernel(const GemmMicrokernelArgs& args) {
+  GemmMicrokernelArgs panel = args;
+  GemmMicrotileEpilogue ep;
+  if (args.epilogue) {
+    ep = *args.epilogue;
+    panel.epilogue = &ep;
+  }
+  for (int64_t q = 0;;) {
+    gemm_microkernel_panel<Arch, MR, NR>(panel);
+    if (++q >= args.panels) break;
+    panel.b += args.b_panel_stride;
+    panel.c += NR;
+    if (ep.bias_kind == GemmBias::kPerColumn) ep.bias += NR;
+    if (ep.residual) ep.residual += NR;
+    if (q < args.prefetch_panels)
+      panel.prefetch_next += args.next_panel_stride;
+    else
+      panel.prefetch_next = nullptr;
+  }
 }
 
 // Packs rows [0, rows) of A (row i at a + i·lda, kc floats each) into the

@@ -154,6 +154,21 @@ __attribute__((always_inline)) inline void gemm_store_block(
   const int64_t ldc = args.ldc;
   const int64_t m_valid = args.m_valid, n_begin = args.n_begin, n_valid = args.n_valid;
   const bool load_c = args.load_c;
+  const auto load = [](const float* p) { return Batch::load_unaligned(p); };
+  // A whole block (most of them) without the per-vector edge tests.
+  if (m_valid >= MR && n_begin == 0 && n_valid >= NR) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        float* cv = c + i * ldc + v * W;
+        Batch x = acc[i][v];
+        if (load_c) x += load(cv);
+        if (ep) x = apply_microtile_epilogue(x, *ep, i, v * W, load);
+        x.store_unaligned(cv);
+      }
+    return;
+  }
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
     if (i >= m_valid) break;
@@ -164,7 +179,6 @@ __attribute__((always_inline)) inline void gemm_store_block(
       float* cv = c + i * ldc + v * W;
       Batch x = acc[i][v];
       if (v * W >= n_begin && (v + 1) * W <= n_valid) {
-        const auto load = [](const float* p) { return Batch::load_unaligned(p); };
         if (load_c) x += load(cv);
         if (ep) x = apply_microtile_epilogue(x, *ep, i, v * W, load);
         x.store_unaligned(cv);

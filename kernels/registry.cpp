@@ -188,9 +188,10 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::GlobalAveragePool, "cpu.global_average_pool", cpu::global_average_pool, nullptr,
      cpu::global_average_pool_applies, 10, kAnyLayout},
     // Sparse-weight variants (kernels/sparse/sparse_ops.hpp): above the dense
-    // ones, applying only when the weight is sparse enough to win.
+    // and the int8 ones, applying only when the weight is sparse enough to
+    // beat both (an 8-bit weight's int8 kernel by its cost, int8_cost()).
     {OpType::Gemm, "cpu.gemm_sparse", sparse::gemm_sparse, sparse::prepare_gemm_sparse,
-     sparse::gemm_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
+     sparse::gemm_sparse_applies, 32, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
     // Only where the user allowed 8-bit weights (SparTA §3.3 bit rounding).
     {OpType::MatMul, "cpu.matmul_int8", cpu::matmul_int8, cpu::prepare_matmul_int8,
      cpu::matmul_int8_applies, 30, LayoutSupport::NchwOnly, false, /*serves_8bit_weights=*/true},
@@ -209,7 +210,7 @@ constexpr TileKernelVariant kKernelTable[] = {
     {OpType::Conv, "cpu.conv_int8", cpu::conv_int8, cpu::prepare_conv_int8, cpu::conv_int8_applies,
      15, kAnyLayout, false, /*serves_8bit_weights=*/true},
     {OpType::MatMul, "cpu.matmul_sparse", sparse::matmul_sparse, sparse::prepare_matmul_sparse,
-     sparse::matmul_sparse_applies, 20, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
+     sparse::matmul_sparse_applies, 32, LayoutSupport::NchwOnly, /*report_when_skipped=*/true},
     // SparDR sparse conv (kernels/sparse/conv_spardr.hpp): above every dense
     // conv, applying only below its measured density crossover.
     {OpType::Conv, "cpu.conv_sparse", sparse::conv_sparse, sparse::prepare_conv_sparse,

@@ -66,6 +66,18 @@ std::string_view int8_isa_name(Int8Isa isa) {
   }
 }
 
+double int8_relative_cost(Int8Isa isa) {
+  switch (isa) {
+    case Int8Isa::kAvx512Vnni:
+      return 0.33;
+    case Int8Isa::kAvx2:
+      return 0.65;
+    case Int8Isa::kPortable:
+      break;
+  }
+  return 12.0;
+}
+
 Int8Isa int8_isa() {
   return g_int8_isa.load(std::memory_order_relaxed);
 }

@@ -44,6 +44,15 @@ inline constexpr int kInt8Block = 32;
 // The fraction of B's 32×32 blocks (edge blocks included) that hold a nonzero.
 double int8_block_coverage(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed);
 bool int8_isa_supported(Int8Isa isa);
+// The int8 GEMM's time relative to the float32 SGEMM's on the same shape
+// (the kernel choice weighs it against a sparse float32 layout's):
+//  - AVX2 0.65, measured (bench_int8, 1 thread, AVX2 Zen 4 guest: 1.51-1.55x
+//    the SGEMM on BERT's shapes and 1024³);
+//  - AVX-512 VNNI 0.33, estimated, not measured on a VNNI CPU: vpdpbusd does
+//    four times an FMA's multiply-adds per instruction where AVX2's
+//    vpmaddwd does two, at the AVX2 kernel's efficiency;
+//  - portable 12 (that path is refused: int8_weight_allowed()).
+double int8_relative_cost(Int8Isa isa);
 std::string_view int8_isa_name(Int8Isa isa);
 // The best the CPU supports unless set_int8_isa() forced one.
 Int8Isa int8_isa();

@@ -119,6 +119,14 @@ std::optional<std::string> int8_weight_allowed(const graph::Operator& op, int64_
   return std::nullopt;
 }
 
+std::optional<double> int8_cost(const graph::Operator& op, const float* b, int64_t k, int64_t n,
+                                int64_t ldb, bool transposed) {
+  if (int8_weight_allowed(op, k)) return std::nullopt;
+  const double dense = int8_relative_cost(int8_isa());
+  const double coverage = int8_block_coverage(b, k, n, ldb, transposed);
+  return coverage < kBlockCoverageCrossover ? dense * coverage : dense;
+}
+
 std::optional<std::string> matmul_int8_applies(const graph::Operator& op,
                                                std::span<const ConstTensorView> inputs) {
   if (auto why = matmul_applies(op, inputs)) return why;

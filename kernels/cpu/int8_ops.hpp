@@ -18,6 +18,15 @@ namespace tessera::kernels::cpu {
 // and K short enough for exact s32 sums. nullopt if so, else why not.
 std::optional<std::string> int8_weight_allowed(const graph::Operator& op, int64_t k);
 
+// The time of the int8 variant that would take the op's weight B [K, N]
+// (b[k·ldb + n], or b[n·ldb + k] transposed), relative to the float32
+// SGEMM's: the dense layout's int8_relative_cost(), or that times the 32×32
+// block coverage where the block layout pays. nullopt where no int8 variant
+// applies (int8_weight_allowed()). The sparse float32 MatMul and Gemm rank
+// above the int8 ones and yield to them by this cost.
+std::optional<double> int8_cost(const graph::Operator& op, const float* b, int64_t k, int64_t n,
+                                int64_t ldb, bool transposed);
+
 void matmul_int8(const TileArgs& args);
 PreparedOp prepare_matmul_int8(const graph::Operator& op, std::span<const ConstTensorView> inputs);
 std::optional<std::string> matmul_int8_applies(const graph::Operator& op,

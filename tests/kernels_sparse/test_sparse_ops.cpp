@@ -22,6 +22,8 @@
 #include "graph/operator.hpp"
 #include "graph/region.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/gemm_int8.hpp"
+#include "kernels/kernel_choice.hpp"
 #include "kernels/tile_kernel.hpp"
 #include "tests/kernels_cpu/test_random.hpp"
 #include "tests/kernels_cpu/tile_grid.hpp"
@@ -298,6 +300,53 @@ TEST_CASE("applies() refuses dense weights with their density, and what it canno
   check_reason(applies("cpu.gemm_sparse", runtime_c, rng), "C is not constant");
   // alpha = 0 makes every weight zero: the sparse kernel applies.
   CHECK_FALSE(applies("cpu.gemm_sparse", gemm_case(8, 64, 64, false, 0, 0, 1, 1.0, none), rng));
+}
+
+// A weight both pruned and annotated 8 bits runs whichever of the sparse
+// float32 layout and the int8 kernel is expected faster (int8_cost).
+TEST_CASE("an 8-bit sparse weight takes the faster of the sparse and the int8 kernels") {
+  const bool int8_cpu = cpu::int8_isa_supported(cpu::Int8Isa::kAvx2) ||
+                        cpu::int8_isa_supported(cpu::Int8Isa::kAvx512Vnni);
+  std::mt19937_64 rng(base_seed() + 7);
+  auto choose = [&](OpCase c, int32_t bits) {
+    c.op.attrs.weight_bits = bits;
+    const std::vector<std::vector<float>> data = make_data(c, rng);
+    return kernels::choose_kernel(c.op, prepare_views(c, data), kernels::KernelPolicy::Fastest);
+  };
+  auto skipped = [](const kernels::KernelChoice& choice, std::string_view variant) {
+    for (const std::string& s : choice.skipped)
+      if (s.starts_with(variant)) return s;
+    return std::string();
+  };
+  const auto none = graph::Activation::None;
+  for (const OpCase& c : {matmul_case({}, 16, 256, 256, 0.1, none),
+                          gemm_case(16, 256, 256, true, 2, 1, 1, 0.1, none)}) {
+    const std::string sparse_name =
+        c.op.type == OpType::MatMul ? "cpu.matmul_sparse" : "cpu.gemm_sparse";
+    const std::string int8_name = c.op.type == OpType::MatMul ? "cpu.matmul_int8" : "cpu.gemm_int8";
+    INFO(sparse_name);
+    // 10% unstructured: CSR (~0.2x the dense time) beats dense int8.
+    const kernels::KernelChoice ten = choose(c, 8);
+    CHECK(ten.kernel == sparse_name);
+    // Half dense: too dense for CSR to beat int8, not for it to beat float32.
+    OpCase half = c;
+    half.density[1] = 0.5;
+    const kernels::KernelChoice denser = choose(half, 8);
+    CHECK(denser.kernel == (int8_cpu ? int8_name : sparse_name));
+    if (int8_cpu) check_reason(skipped(denser, sparse_name), "int8 kernel is faster");
+    CHECK(choose(half, 32).kernel == sparse_name);
+  }
+  // 32x32 blocks, 1 in 16 kept: int8 blocks beat the float32 blocks.
+  OpCase blocks = matmul_case({}, 16, 256, 256, 1.0, none);
+  blocks.op.attrs.weight_bits = 8;
+  std::vector<std::vector<float>> data = make_data(blocks, rng);
+  std::vector<float>& w = data[1];
+  for (int64_t k = 0; k < 256; ++k)
+    for (int64_t n = 0; n < 256; ++n)
+      if ((k / 32 + 3 * (n / 32)) % 16 != 0) w[static_cast<size_t>(k * 256 + n)] = 0.0f;
+  const kernels::KernelChoice block_choice = kernels::choose_kernel(
+      blocks.op, prepare_views(blocks, data), kernels::KernelPolicy::Fastest);
+  CHECK(block_choice.kernel == (int8_cpu ? "cpu.matmul_int8_blocks" : "cpu.matmul_sparse"));
 }
 
 TEST_CASE("the sparse variants rank above the dense ones") {

@@ -226,9 +226,16 @@ void run_prepared_matmul(std::string_view variant, const TileArgs& args, int64_t
 // trans_a, a constant C.
 std::optional<std::string> gemm_constant_b_applies(const graph::Operator& op,
                                                    std::span<const ConstTensorView> inputs);
-// B · alpha (count floats), copied into `copy` only when alpha != 1.
-const float* alpha_scaled_weight(const float* b, size_t count, float alpha,
-                                 std::vector<float>& copy);
+// Gemm's alpha·op(B) as the [K, N] weight that a variant preparing B itself
+// packs: data[k·ldb + n], or data[n·ldb + k] when transposed (ldb = B's
+// second dimension either way); a scaled copy only when alpha != 1.
+struct GemmWeight {
+  std::vector<float> copy;
+  const float* data = nullptr;
+  int64_t k = 0, n = 0, ldb = 0;
+  bool transposed = false;
+};
+GemmWeight gemm_weight(const graph::Operator& op, std::span<const ConstTensorView> inputs);
 
 // Gemm's constant beta·C for a variant that prepares B itself (sparse, int8):
 // the epilogue slot it takes, scaled once at prepare time.

@@ -184,12 +184,20 @@ std::optional<std::string> gemm_constant_b_applies(const graph::Operator& op,
   return std::nullopt;
 }
 
-const float* alpha_scaled_weight(const float* b, size_t count, float alpha,
-                                 std::vector<float>& copy) {
-  if (alpha == 1.0f) return b;
-  copy.assign(b, b + count);
-  for (float& v : copy) v *= alpha;
-  return copy.data();
+GemmWeight gemm_weight(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
+  const graph::Shape& b = *inputs[1].shape;
+  GemmWeight w;
+  w.transposed = op.attrs.trans_b;
+  w.k = w.transposed ? b[1] : b[0];
+  w.n = w.transposed ? b[0] : b[1];
+  w.ldb = b[1];
+  w.data = inputs[1].data;
+  if (op.attrs.alpha != 1.0f) {
+    w.copy.assign(w.data, w.data + b[0] * b[1]);
+    for (float& v : w.copy) v *= op.attrs.alpha;
+    w.data = w.copy.data();
+  }
+  return w;
 }
 
 PreparedGemmC prepare_gemm_c(const graph::Operator& op, std::span<const ConstTensorView> inputs,

@@ -66,29 +66,12 @@ void run_matmul(std::string_view variant, const TileArgs& args) {
   });
 }
 
-// Gemm's alpha·op(B) as [K, N] (b[1] is the leading dimension either way).
-struct GemmWeight {
-  std::vector<float> copy;
-  const float* data = nullptr;
-  int64_t k = 0, n = 0;
-};
-GemmWeight gemm_weight(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
-  const graph::Shape& b = *inputs[1].shape;
-  GemmWeight w;
-  w.k = op.attrs.trans_b ? b[1] : b[0];
-  w.n = op.attrs.trans_b ? b[0] : b[1];
-  w.data =
-      alpha_scaled_weight(inputs[1].data, static_cast<size_t>(b[0] * b[1]), op.attrs.alpha, w.copy);
-  return w;
-}
-
 PreparedOp prepare_gemm(std::string_view variant, const graph::Operator& op,
                         std::span<const ConstTensorView> inputs, Int8Layout layout) {
   if (auto why = gemm_constant_b_applies(op, inputs)) fail_op(variant, &op, *why);
   const GemmWeight w = gemm_weight(op, inputs);
   auto prep = std::make_shared<GemmInt8Prepared>();
-  prep->b = quantize_or_fail(variant, op, w.data, w.k, w.n, (*inputs[1].shape)[1], op.attrs.trans_b,
-                             layout);
+  prep->b = quantize_or_fail(variant, op, w.data, w.k, w.n, w.ldb, w.transposed, layout);
   prep->rows = (*inputs[0].shape)[0];
   prep->c = prepare_gemm_c(op, inputs, prep->rows, w.n);
   return prep;
@@ -170,7 +153,7 @@ std::optional<std::string> gemm_int8_blocks_applies(const graph::Operator& op,
                                                     std::span<const ConstTensorView> inputs) {
   if (auto why = gemm_int8_applies(op, inputs)) return why;
   const GemmWeight w = gemm_weight(op, inputs);
-  return sparse_enough(w.data, w.k, w.n, (*inputs[1].shape)[1], op.attrs.trans_b);
+  return sparse_enough(w.data, w.k, w.n, w.ldb, w.transposed);
 }
 PreparedOp prepare_gemm_int8_blocks(const graph::Operator& op,
                                     std::span<const ConstTensorView> inputs) {

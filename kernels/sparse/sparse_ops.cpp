@@ -52,13 +52,8 @@ std::optional<std::string> sparse_enough(const SparseLayoutChoice& choice,
   return choice.summary + ": not sparse enough to beat the dense kernel (" + crossovers + ")";
 }
 
-SparseLayoutChoice gemm_layout(const graph::Operator& op, std::span<const ConstTensorView> inputs,
-                               std::vector<float>& copy, const float*& weight) {
-  const graph::Shape& b = *inputs[1].shape;
-  weight = cpu::alpha_scaled_weight(inputs[1].data, static_cast<size_t>(b[0] * b[1]),
-                                    op.attrs.alpha, copy);
-  const int64_t k = op.attrs.trans_b ? b[1] : b[0], n = op.attrs.trans_b ? b[0] : b[1];
-  return choose_sparse_layout(weight, k, n, b[1], op.attrs.trans_b);
+SparseLayoutChoice gemm_layout(const cpu::GemmWeight& w) {
+  return choose_sparse_layout(w.data, w.k, w.n, w.ldb, w.transposed);
 }
 
 }  // namespace
@@ -93,27 +88,18 @@ void matmul_sparse(const TileArgs& args) {
 std::optional<std::string> gemm_sparse_applies(const graph::Operator& op,
                                                std::span<const ConstTensorView> inputs) {
   if (auto why = cpu::gemm_constant_b_applies(op, inputs)) return why;
-  std::vector<float> copy;
-  const float* weight = nullptr;
-  const SparseLayoutChoice choice = gemm_layout(op, inputs, copy, weight);
-  const graph::Shape& b = *inputs[1].shape;
-  const int64_t k = op.attrs.trans_b ? b[1] : b[0], n = op.attrs.trans_b ? b[0] : b[1];
-  return sparse_enough(choice, cpu::int8_cost(op, weight, k, n, b[1], op.attrs.trans_b));
+  const cpu::GemmWeight w = cpu::gemm_weight(op, inputs);
+  return sparse_enough(gemm_layout(w), cpu::int8_cost(op, w.data, w.k, w.n, w.ldb, w.transposed));
 }
 
 PreparedOp prepare_gemm_sparse(const graph::Operator& op, std::span<const ConstTensorView> inputs) {
   if (auto why = cpu::gemm_constant_b_applies(op, inputs)) cpu::fail_op(kGemmVariant, &op, *why);
   auto prep = std::make_shared<GemmSparsePrepared>();
-  const graph::OpAttributes& attrs = op.attrs;
-  const graph::Shape& a = *inputs[0].shape;
-  const graph::Shape& b = *inputs[1].shape;
-  prep->rows = a[0];
-  prep->depth = a[1];
-  prep->cols = attrs.trans_b ? b[0] : b[1];
-  std::vector<float> copy;
-  const float* weight = nullptr;
-  const SparseLayoutChoice choice = gemm_layout(op, inputs, copy, weight);
-  prep->b = pack_sparse_b(weight, prep->depth, prep->cols, b[1], attrs.trans_b, choice.layout);
+  const cpu::GemmWeight w = cpu::gemm_weight(op, inputs);
+  prep->rows = (*inputs[0].shape)[0];
+  prep->depth = w.k;
+  prep->cols = w.n;
+  prep->b = pack_sparse_b(w.data, w.k, w.n, w.ldb, w.transposed, gemm_layout(w).layout);
   prep->c = cpu::prepare_gemm_c(op, inputs, prep->rows, prep->cols);
   return prep;
 }

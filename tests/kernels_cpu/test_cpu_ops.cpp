@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "conv_case.hpp"
 #include "graph/dependency.hpp"
 #include "graph/error.hpp"
 #include "graph/op_shape.hpp"
@@ -33,7 +34,6 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/kernel_choice.hpp"
 #include "kernels/tile_kernel.hpp"
-#include "conv_case.hpp"
 #include "layouts.hpp"
 #include "test_random.hpp"
 #include "tile_grid.hpp"

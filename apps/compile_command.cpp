@@ -14,6 +14,8 @@
 #include "apps/tile_tuning.hpp"
 #include "graph/compiler.hpp"
 #include "graph/error.hpp"
+#include "kernels/cpu/cache_sizes.hpp"
+#include "kernels/cpu/gemm.hpp"
 #include "kernels/kernel_choice.hpp"
 #include "kernels/kernel_forecast.hpp"
 #include "kernels/layout_assignment.hpp"
@@ -221,6 +223,13 @@ void print_report(const CompileArgs& a, const graph::CompileReport& r,
               format_bytes(r.arena_bytes).c_str(),
               format_bytes(r.arena_bytes_without_reuse).c_str(),
               format_bytes(r.weight_bytes).c_str());
+  const kernels::cpu::CacheSizes& caches = kernels::cpu::cache_sizes();
+  const std::string_view isa = kernels::cpu::gemm_isa_name(kernels::cpu::gemm_isa());
+  std::printf(
+      "  this machine: SGEMM ISA %.*s, caches per core L1d %s, L2 %s (%s; kernel blocking "
+      "is sized from them)\n",
+      static_cast<int>(isa.size()), isa.data(), format_bytes(caches.l1d).c_str(),
+      format_bytes(caches.l2).c_str(), caches.source.c_str());
   if (r.ordering_edges > 0)
     std::printf(
         "  memory: %lld ordering edges let tensors %d+ ops apart share bytes (paths run at most "

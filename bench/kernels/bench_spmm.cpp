@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "csr_loop_limit.hpp"
+#include "kernels/cpu/cache_sizes.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/sparse/block_cover.hpp"
 #include "kernels/sparse/sparse_gemm.hpp"
@@ -173,11 +174,12 @@ int main(int argc, char** argv) {
   const std::vector<float> a = random_values(static_cast<size_t>(m * k), rng);
   std::vector<float> c(static_cast<size_t>(m * n));
   const cpu::GemmTile whole{.m0 = 0, .m1 = m, .n0 = 0, .n1 = n};
-  std::printf("bench_spmm: %lldx%lldx%lld, 1 thread, SGEMM ISA %.*s, %s of %d\n",
+  std::printf("bench_spmm: %lldx%lldx%lld, 1 thread, SGEMM ISA %.*s, L1d %lld KiB, %s of %d\n",
               static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
               static_cast<int>(cpu::gemm_isa_name(cpu::gemm_isa()).size()),
-              cpu::gemm_isa_name(cpu::gemm_isa()).data(), g_report_min ? "fastest" : "median",
-              reps);
+              cpu::gemm_isa_name(cpu::gemm_isa()).data(),
+              static_cast<long long>(cpu::cache_sizes().l1d / 1024),
+              g_report_min ? "fastest" : "median", reps);
 
   // The dense baselines on a dense B.
   const std::vector<float> b_dense = random_values(static_cast<size_t>(k * n), rng);

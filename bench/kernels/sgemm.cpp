@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/cpu/cache_sizes.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
 #include "openmp_one_thread.hpp"
@@ -306,6 +307,10 @@ int main(int argc, char** argv) {
   if (fma_flops > 0)
     std::printf("measured %s FMA-loop peak: %.1f GFLOP/s (%.1f FLOP/cycle)\n",
                 avx512 ? "AVX-512" : "AVX2", fma_flops * 1e-9, fma_flops / clock_hz);
+  const tessera::kernels::cpu::CacheSizes& caches = tessera::kernels::cpu::cache_sizes();
+  std::printf("caches per core (blocking derived from them): L1d %lld KiB, L2 %lld KiB (%s)\n",
+              static_cast<long long>(caches.l1d / 1024), static_cast<long long>(caches.l2 / 1024),
+              caches.source.c_str());
   std::printf("default microkernel: %.*s\n",
               static_cast<int>(gemm_default_microkernel().name.size()),
               gemm_default_microkernel().name.data());

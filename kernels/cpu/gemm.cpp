@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kernels/cpu/aligned_scratch.hpp"
+#include "kernels/cpu/cache_sizes.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 
@@ -48,11 +49,9 @@ static_assert(std::ranges::all_of(kEdgeMicrokernels, kFitsLimits));
 // tests, before any gemm_tile() runs.
 std::optional<GemmBlocking> g_forced_blocking;
 
-// Sapphire Rapids, per core. The kernels' own blocking is derived from these.
-constexpr int64_t kL1Bytes = 48 * 1024;
-constexpr int64_t kL2Bytes = 2 * 1024 * 1024;
-
-// A kernel's own blocking (measured with bench/kernels/sgemm.cpp):
+// A kernel's own blocking, from this machine's caches (cache_sizes.hpp;
+// measured with bench/kernels/sgemm.cpp on Sapphire Rapids' 48 KiB L1d and
+// 2 MiB L2, the figures below):
 //  - kc: the MR×kc micro-panel of A, reused across every B panel of a
 //    column block, fills half of L1 (the other half takes the streaming B
 //    panel lines and C): 6 rows → 1024, 12 → 512, 14 → 432. A large kc
@@ -68,9 +67,10 @@ constexpr int64_t kL2Bytes = 2 * 1024 * 1024;
 //    the row pointers and L1 conflicts of reading A in place.
 GemmBlocking own_blocking(const GemmMicrokernel& kernel) {
   const int64_t mr = kernel.mr, nr = kernel.nr;
+  const CacheSizes& caches = cache_sizes();
   GemmBlocking blocking;
-  blocking.kc = std::max<int64_t>(8, kL1Bytes / 2 / (mr * 4) / 8 * 8);
-  blocking.nc = std::max<int64_t>(nr, kL2Bytes / 4 / (blocking.kc * 4) / nr * nr);
+  blocking.kc = std::max<int64_t>(8, caches.l1d / 2 / (mr * 4) / 8 * 8);
+  blocking.nc = std::max<int64_t>(nr, caches.l2 / 4 / (blocking.kc * 4) / nr * nr);
   blocking.mc = std::max<int64_t>(mr, 768 / mr * mr);
   blocking.pack_a_min_columns = 16 * nr;
   blocking.l1_panel_bytes = 0;

@@ -67,6 +67,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/cpu/cache_sizes.hpp"
 #include "kernels/cpu/conv_winograd.hpp"
 #include "kernels/cpu/dense_ops.hpp"
 #include "kernels/sparse/conv_spardr_kernels.hpp"
@@ -94,9 +95,11 @@ constexpr int64_t kReconstructedFloats = int64_t{1} << 17;
 constexpr int64_t kLineFloats = 16;
 constexpr double kMaxRowPadding = 1.25;
 
-// One input-channel block's slice of L for a pixel block stays within this
-// (of the 48 KiB L1d, beside the sums and the streamed weights).
-constexpr int64_t kL1SliceBytes = 24 * 1024;
+// One input-channel block's slice of L for a pixel block stays within half
+// of the L1d (cache_sizes.hpp), beside the sums and the streamed weights.
+int64_t l1_slice_bytes() {
+  return cpu::cache_sizes().l1d / 2;
+}
 constexpr double kMinBlockNonzeros = 24.0;
 
 // Patch rows of the implicit GEMM per call hold about this many floats
@@ -637,7 +640,7 @@ PreparedOp prepare_conv_sparse(const graph::Operator& op, std::span<const ConstT
   const int64_t min_channels =
       per_channel > 0 ? static_cast<int64_t>(std::ceil(kMinBlockNonzeros / per_channel)) : 1;
   const int64_t block_channels = std::clamp<int64_t>(
-      std::max(kL1SliceBytes / slice_bytes, min_channels), 1, std::max<int64_t>(1, g.channels));
+      std::max(l1_slice_bytes() / slice_bytes, min_channels), 1, std::max<int64_t>(1, g.channels));
   w.out_channels = g.out_channels;
   w.channel_blocks = std::max<int64_t>(1, (g.channels + block_channels - 1) / block_channels);
   w.row_begin.assign(static_cast<size_t>(w.channel_blocks * g.out_channels + 1), 0);

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/cache_sizes.hpp"
 #include "kernels/sparse/sparse_gemm_kernels.hpp"
 
 namespace tessera::kernels::sparse {
@@ -75,17 +76,18 @@ int64_t csr_panel_rows(GemmIsa isa) {
   }
 }
 
-// Rows of K per CSR k-block. The [KB, MB] panel of A^T takes 32 KB, 2/3 of
-// the 48 KB L1, so the 4 vectors each nonzero reads are L1 hits rather
-// than 4 L2 lines. Each k-block re-reads and re-writes Y^T (MB floats per
+// Rows of K per CSR k-block. The [KB, MB] panel of A^T takes 2/3 of the
+// L1d (cache_sizes.hpp), so the vectors each nonzero reads are L1 hits
+// rather than L2 lines: with a panel twice the L1d, bench_spmm's 50% case
+// ran 1.4x slower (1024³, 32 KiB L1d). Each k-block re-reads and re-writes Y^T (MB floats per
 // column): with fewer than ~8 nonzeros per column in a k-block that costs
 // more than the L2 reads it saves, so sparser weights get taller k-blocks,
 // up to all of K. bench_spmm (1024³, 90% sparse) measured 16, 32 and 64 KB
 // panels alike within the noise of a shared machine.
 int64_t csr_k_block(int64_t k, int64_t n, int64_t nonzeros, int64_t panel_rows) {
-  constexpr int64_t kPanelBytes = 32 * 1024;
+  const int64_t panel_bytes = cpu::cache_sizes().l1d * 2 / 3;
   constexpr double kMinNonzerosPerColumnBlock = 8.0;
-  int64_t rows = kPanelBytes / (panel_rows * static_cast<int64_t>(sizeof(float)));
+  int64_t rows = panel_bytes / (panel_rows * static_cast<int64_t>(sizeof(float)));
   if (nonzeros > 0 && n > 0) {
     const double per_row = static_cast<double>(nonzeros) / static_cast<double>(n) /
                            static_cast<double>(std::max<int64_t>(1, k));

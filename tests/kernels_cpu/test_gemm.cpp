@@ -22,6 +22,9 @@
 #include <tuple>
 #include <vector>
 
+#include <unistd.h>
+
+#include "kernels/cpu/cache_sizes.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/gemm_microkernel.hpp"
 #include "test_random.hpp"
@@ -276,6 +279,11 @@ void test_microkernel(const GemmMicrokernel& kernel) {
     CHECK(own.kc >= 8);
     CHECK(own.nc % nr == 0);
     CHECK(own.mc % mr == 0);
+    // Sized from this machine's caches: the MR×kc panel of A within L1d, the
+    // kc×nc block of B panels within L2 (unless a single panel exceeds it).
+    const CacheSizes& caches = cache_sizes();
+    CHECK(mr * own.kc * 4 <= caches.l1d);
+    if (own.nc > nr) CHECK(own.kc * own.nc * 4 <= caches.l2);
     for (int64_t k : {own.kc - 1, own.kc + 1, 2 * own.kc + 5}) {
       GemmCase gc = whole(2 * mr + 1, nr + 3, k);
       gc.accumulate = true;
@@ -643,6 +651,21 @@ TEST_CASE(
     CHECK(gemm_microkernel_for_columns(96).name == "gemm_6x16__avx2");  // a tie: the default
   }
   set_gemm_isa(chosen);
+}
+
+TEST_CASE("cache_sizes: this machine's per-core data caches, as the C library sees them") {
+  const CacheSizes& caches = cache_sizes();
+  MESSAGE("L1d ", caches.l1d, " B, L2 ", caches.l2, " B (", caches.source, ")");
+  CHECK(&caches == &cache_sizes());  // queried once
+  CHECK(caches.l1d >= 4 * 1024);
+  CHECK(caches.l1d <= 1024 * 1024);
+  CHECK(caches.l2 > caches.l1d);
+  CHECK(!caches.source.empty());
+  // glibc reads its figures from CPUID, hwloc from sysfs/CPUID: a per-core
+  // share is never more than the one cache glibc reports (0: not known).
+  const long l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l1d > 0) CHECK(caches.l1d <= l1d);
+  if (l2 > 0) CHECK(caches.l2 <= l2);
 }
 
 TEST_CASE("gemm_tile rejects tiles outside the matrices and unpacked B") {

@@ -76,16 +76,18 @@ int64_t csr_panel_rows(GemmIsa isa) {
   }
 }
 
-// Rows of K per CSR k-block. The [KB, MB] panel of A^T takes 2/3 of the
-// L1d (cache_sizes.hpp), so the vectors each nonzero reads are L1 hits
-// rather than L2 lines: with a panel twice the L1d, bench_spmm's 50% case
-// ran 1.4x slower (1024³, 32 KiB L1d). Each k-block re-reads and re-writes Y^T (MB floats per
-// column): with fewer than ~8 nonzeros per column in a k-block that costs
-// more than the L2 reads it saves, so sparser weights get taller k-blocks,
-// up to all of K. bench_spmm (1024³, 90% sparse) measured 16, 32 and 64 KB
-// panels alike within the noise of a shared machine.
+// Rows of K per CSR k-block. The [KB, MB] panel of A^T fills the L1d
+// (cache_sizes.hpp), so the vectors each nonzero reads are L1 hits rather
+// than L2 lines, and each column's visit to a k-block (which re-reads and
+// re-writes MB floats of Y^T, and pays a loop start and exit) covers as many
+// nonzeros as the L1d allows. bench_spmm 1024³, AVX2, 32 KiB L1d, three
+// alternating rounds: at 90% panels of 16, 21 and 32 KiB took 5.5, 5.6-7.1
+// and 4.9-5.1 ms; at 50% a 64 KiB panel ran 1.4x slower than 32 KiB. With
+// fewer than ~8 nonzeros per column in a k-block the visits cost more than
+// the L2 reads they save, so sparser weights get taller k-blocks, up to all
+// of K.
 int64_t csr_k_block(int64_t k, int64_t n, int64_t nonzeros, int64_t panel_rows) {
-  const int64_t panel_bytes = cpu::cache_sizes().l1d * 2 / 3;
+  const int64_t panel_bytes = cpu::cache_sizes().l1d;
   constexpr double kMinNonzerosPerColumnBlock = 8.0;
   int64_t rows = panel_bytes / (panel_rows * static_cast<int64_t>(sizeof(float)));
   if (nonzeros > 0 && n > 0) {

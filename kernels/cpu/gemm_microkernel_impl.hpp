@@ -259,7 +259,11 @@ __attribute__((always_inline)) inline void gemm_store_with_epilogue(
           : GemmActivation::kNone;
   if (deferred != GemmActivation::kNone) ep.activation = GemmActivation::kNone;
   gemm_store_epilogue_fields<Arch, MR, NR>(acc, args, ep);
-  if (deferred != GemmActivation::kNone)
+  if (deferred == GemmActivation::kNone) return;
+  if (args.m_valid >= MR && args.n_begin == 0 && args.n_valid >= NR)
+    activation_block<Arch, MR, NR / xsimd::batch<float, Arch>::size>(
+        deferred, ep.clip_min, ep.clip_max, ep.leaky_alpha, args.c, args.ldc);
+  else
     activation_rows<Arch>(deferred, ep.clip_min, ep.clip_max, ep.leaky_alpha, args.c + args.n_begin,
                           args.ldc, std::min<int64_t>(MR, args.m_valid),
                           args.n_valid - args.n_begin);

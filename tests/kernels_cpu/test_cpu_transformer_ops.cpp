@@ -426,51 +426,57 @@ TEST_CASE("cpu.unary vector ops vs the reference: algebraic ones bitwise, others
 // lanes in the microkernel, the scalar form on the edge columns), the
 // span form (depthwise NCHW, Gemm with C) and cpu.unary give the same bits
 // for the same pre-activation values, on every ISA. B is the sweep as one
-// row and A a single 1, so the tile's pre-activation values are the sweep
-// (up to the sign of zero: `pre` is what the microkernel computed).
+// row and A a column of 1s, so each row of the tile's pre-activation values
+// is the sweep (up to the sign of zero: `pre` is what the microkernel
+// computed): one row goes through the edge kernels, 16 rows through whole
+// MR-row blocks too (their deferred activation runs a block at a time).
 TEST_CASE("fused Sigmoid/SiLU/GELU epilogues give cpu.unary's bits on every ISA") {
   const std::vector<float> x = sweep_inputs();
   const int64_t n = static_cast<int64_t>(x.size());
-  const float one = 1.0f;
+  constexpr int64_t kRows = 16;
+  const std::vector<float> ones(kRows, 1.0f);
   IsaGuard guard;
-  for (cpu::GemmIsa isa : supported_isas()) {
-    INFO("ISA ", cpu::gemm_isa_name(isa));
-    cpu::set_gemm_isa(isa);
-    const cpu::PackedMatrix b = cpu::pack_b(x.data(), 1, n, n, false);
-    const cpu::GemmTile tile{.m0 = 0, .m1 = 1, .n0 = 0, .n1 = n};
-    std::vector<float> pre(x.size());
-    cpu::gemm_tile(&one, 1, b, pre.data(), n, tile);
-    std::vector<float> sigmoid(x.size());
-    cpu::vector_ops().unary(cpu::UnaryMath::kSigmoid, pre.data(), sigmoid.data(), n, {});
-    for (cpu::GemmActivation act : {cpu::GemmActivation::kSigmoid, cpu::GemmActivation::kSilu,
-                                    cpu::GemmActivation::kGelu, cpu::GemmActivation::kGeluTanh}) {
-      INFO("activation ", static_cast<int>(act));
-      std::vector<float> want(x.size());
-      if (act == cpu::GemmActivation::kSigmoid) want = sigmoid;
-      if (act == cpu::GemmActivation::kSilu)
-        for (size_t i = 0; i < x.size(); ++i) want[i] = pre[i] * sigmoid[i];  // Mul(x, Sigmoid(x))
-      if (act == cpu::GemmActivation::kGelu)
-        cpu::vector_ops().unary(cpu::UnaryMath::kGeluErf, pre.data(), want.data(), n, {});
-      if (act == cpu::GemmActivation::kGeluTanh)
-        cpu::vector_ops().unary(cpu::UnaryMath::kGeluTanh, pre.data(), want.data(), n, {});
-      const cpu::GemmEpilogue ep{.activation = act};
-      std::vector<float> fused(x.size());
-      cpu::gemm_tile(&one, 1, b, fused.data(), n, tile, ep);
-      std::vector<float> span = pre;
-      cpu::apply_activation_span(ep, span.data(), n);
-      int64_t fused_differ = 0, scalar_differ = 0, span_differ = 0;
-      for (size_t i = 0; i < x.size(); ++i) {
-        const uint32_t w = bits(want[i]);
-        fused_differ += bits(fused[i]) != w;
-        span_differ += bits(span[i]) != w;
-        scalar_differ +=
-            bits(cpu::apply_epilogue_scalar(pre[i], ep, 0, static_cast<int64_t>(i))) != w;
+  for (cpu::GemmIsa isa : supported_isas())
+    for (int64_t rows : {int64_t{1}, kRows}) {
+      INFO("ISA ", cpu::gemm_isa_name(isa), ", rows ", rows);
+      cpu::set_gemm_isa(isa);
+      const cpu::PackedMatrix b = cpu::pack_b(x.data(), 1, n, n, false);
+      const cpu::GemmTile row_tile{.m0 = 0, .m1 = 1, .n0 = 0, .n1 = n};
+      const cpu::GemmTile tile{.m0 = 0, .m1 = rows, .n0 = 0, .n1 = n};
+      std::vector<float> pre(x.size());
+      cpu::gemm_tile(ones.data(), 1, b, pre.data(), n, row_tile);
+      std::vector<float> sigmoid(x.size());
+      cpu::vector_ops().unary(cpu::UnaryMath::kSigmoid, pre.data(), sigmoid.data(), n, {});
+      for (cpu::GemmActivation act : {cpu::GemmActivation::kSigmoid, cpu::GemmActivation::kSilu,
+                                      cpu::GemmActivation::kGelu, cpu::GemmActivation::kGeluTanh}) {
+        INFO("activation ", static_cast<int>(act));
+        std::vector<float> want(x.size());
+        if (act == cpu::GemmActivation::kSigmoid) want = sigmoid;
+        if (act == cpu::GemmActivation::kSilu)
+          for (size_t i = 0; i < x.size(); ++i)
+            want[i] = pre[i] * sigmoid[i];  // Mul(x, Sigmoid(x))
+        if (act == cpu::GemmActivation::kGelu)
+          cpu::vector_ops().unary(cpu::UnaryMath::kGeluErf, pre.data(), want.data(), n, {});
+        if (act == cpu::GemmActivation::kGeluTanh)
+          cpu::vector_ops().unary(cpu::UnaryMath::kGeluTanh, pre.data(), want.data(), n, {});
+        const cpu::GemmEpilogue ep{.activation = act};
+        std::vector<float> fused(static_cast<size_t>(rows * n));
+        cpu::gemm_tile(ones.data(), 1, b, fused.data(), n, tile, ep);
+        std::vector<float> span = pre;
+        cpu::apply_activation_span(ep, span.data(), n);
+        int64_t fused_differ = 0, scalar_differ = 0, span_differ = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          const uint32_t w = bits(want[i]);
+          for (int64_t r = 0; r < rows; ++r) fused_differ += bits(fused[r * n + i]) != w;
+          span_differ += bits(span[i]) != w;
+          scalar_differ +=
+              bits(cpu::apply_epilogue_scalar(pre[i], ep, 0, static_cast<int64_t>(i))) != w;
+        }
+        CHECK(fused_differ == 0);
+        CHECK(span_differ == 0);
+        CHECK(scalar_differ == 0);
       }
-      CHECK(fused_differ == 0);
-      CHECK(span_differ == 0);
-      CHECK(scalar_differ == 0);
     }
-  }
 }
 
 TEST_CASE("cpu.binary Sub/Div/Max/Min and cpu.binary_broadcast match the reference bitwise") {

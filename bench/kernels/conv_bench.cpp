@@ -342,6 +342,10 @@ int main(int argc, char** argv) {
       {"14x14 576 dw 3x3, whole conv, NCHW", 576, 576, 14, 3, 576, 0, 14},
       {"14x14 576 dw 3x3, whole conv, NHWC", 576, 576, 14, 3, 576, 0, 14, 1, kNhwc},
       {"7x7 960 dw 3x3, whole conv, NHWC", 960, 960, 7, 3, 960, 0, 7, 1, kNhwc},
+      // EfficientNet-B0's 5×5 layers (pad 2).
+      {"28x28 240 dw 5x5, whole conv, NHWC", 240, 240, 28, 5, 240, 0, 28, 1, kNhwc},
+      {"14x14 672 dw 5x5, whole conv, NHWC", 672, 672, 14, 5, 672, 0, 14, 1, kNhwc},
+      {"14x14 672 dw 5x5 s2, whole conv, NHWC", 672, 672, 14, 5, 672, 0, 7, 2, kNhwc},
   };
   for (const ConvBench& b : depthwise) run(b, "cpu.conv_depthwise", repetitions);
   return 0;

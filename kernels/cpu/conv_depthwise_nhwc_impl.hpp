@@ -287,6 +287,8 @@ void depthwise_nhwc_tile_impl(const DepthwiseNhwcTile& t) {
   const int64_t lo = std::clamp(interior_lo, t.ow0, t.ow1);
   const int64_t hi = std::clamp(interior_hi, lo, t.ow1);
   const bool kw3 = g.k_w == 3 && g.dilation_w == 1;
+  // EfficientNet's 5x5 layers: its columns in registers too (pixel_block).
+  const bool kw5 = g.k_w == 5 && g.dilation_w == 1;
 
   const float* image = t.x + t.n * g.in_h * g.in_w * channels + t.c0;
   for (int64_t oh = t.oh0; oh < t.oh1; ++oh) {
@@ -320,6 +322,10 @@ void depthwise_nhwc_tile_impl(const DepthwiseNhwcTile& t) {
         interior_run<Arch, kFma, P, CV, 3, 1>(k, in, kh_lo, kh_hi, hi - lo, out, res);
       else if (kw3 && g.stride_w == 2)
         interior_run<Arch, kFma, P, CV, 3, 2>(k, in, kh_lo, kh_hi, hi - lo, out, res);
+      else if (kw5 && g.stride_w == 1)
+        interior_run<Arch, kFma, P, CV, 5, 1>(k, in, kh_lo, kh_hi, hi - lo, out, res);
+      else if (kw5 && g.stride_w == 2)
+        interior_run<Arch, kFma, P, CV, 5, 2>(k, in, kh_lo, kh_hi, hi - lo, out, res);
       else
         interior_run<Arch, kFma, P, CV, 0, 0>(k, in, kh_lo, kh_hi, hi - lo, out, res);
     }

@@ -879,6 +879,29 @@ void make_nhwc(OpCase& c) {
   c.out_layout = graph::Layout::NHWC;
 }
 
+// A k×k depthwise conv over `channels` channels of an in_h × in_w map, the
+// same stride both ways and a "same" padding of k / 2 on every side.
+ConvSpec square_depthwise(int64_t channels, int64_t in_h, int64_t in_w, int64_t k, int64_t stride,
+                          Activation activation, int64_t batch = 1, bool residual = false) {
+  const int64_t pad = k / 2;
+  return {.batch = batch,
+          .channels = channels,
+          .out_channels = channels,
+          .in_h = in_h,
+          .in_w = in_w,
+          .k_h = k,
+          .k_w = k,
+          .stride_h = stride,
+          .stride_w = stride,
+          .pad_top = pad,
+          .pad_left = pad,
+          .pad_bottom = pad,
+          .pad_right = pad,
+          .group = channels,
+          .activation = activation,
+          .residual = residual};
+}
+
 TEST_CASE("cpu.conv_depthwise NHWC: pixel blocks, borders and channel tails under every ISA") {
   uint64_t seed = base_seed() * 7919u + 3000;
   // MobileNetV2's shapes, scaled down: 3×3 s1 p1 and s2 with the ONNX
@@ -936,6 +959,10 @@ TEST_CASE("cpu.conv_depthwise NHWC: pixel blocks, borders and channel tails unde
        .group = 19,
        .activation = Activation::Relu,
        .residual = true},
+      // EfficientNet's 5×5 s1 and s2 (pad 2), each with its own register
+      // path, over channels that leave a vector and a scalar tail.
+      square_depthwise(43, 9, 13, 5, 1, Activation::Silu),
+      square_depthwise(43, 9, 13, 5, 2, Activation::Silu, 1, false),
   };
   for (const ConvSpec& spec : named) {
     std::optional<OpCase> c = conv_case(spec, "nhwc named");
@@ -951,29 +978,6 @@ TEST_CASE("cpu.conv_depthwise NHWC: pixel blocks, borders and channel tails unde
     check_case("cpu.conv_depthwise", *c, seed++);
     ++i;
   }
-}
-
-// A k×k depthwise conv over `channels` channels of an in_h × in_w map, the
-// same stride both ways and a "same" padding of k / 2 on every side.
-ConvSpec square_depthwise(int64_t channels, int64_t in_h, int64_t in_w, int64_t k, int64_t stride,
-                          Activation activation, int64_t batch = 1, bool residual = false) {
-  const int64_t pad = k / 2;
-  return {.batch = batch,
-          .channels = channels,
-          .out_channels = channels,
-          .in_h = in_h,
-          .in_w = in_w,
-          .k_h = k,
-          .k_w = k,
-          .stride_h = stride,
-          .stride_w = stride,
-          .pad_top = pad,
-          .pad_left = pad,
-          .pad_bottom = pad,
-          .pad_right = pad,
-          .group = channels,
-          .activation = activation,
-          .residual = residual};
 }
 
 // A depthwise conv over C channels with a fused 1x1 expansion from cin

@@ -140,6 +140,13 @@ __attribute__((always_inline)) inline void gemm_k_loop(Batch (&acc)[MR][NR / Bat
                                       [&](int i) { return a_at(k, i); });
 }
 
+// Every row and column of the MR×NR block is in C (most blocks): stored
+// and given the epilogue without per-vector edge tests.
+template <int MR, int NR>
+inline bool whole_block(const GemmMicrokernelArgs& args) {
+  return args.m_valid >= MR && args.n_begin == 0 && args.n_valid >= NR;
+}
+
 // Only rows [0, m_valid) and columns [n_begin, n_valid) are read back and
 // written: an edge block goes straight to C, its partial vectors through
 // masked loads and stores. ep null: no epilogue.
@@ -155,8 +162,7 @@ __attribute__((always_inline)) inline void gemm_store_block(
   const int64_t m_valid = args.m_valid, n_begin = args.n_begin, n_valid = args.n_valid;
   const bool load_c = args.load_c;
   const auto load = [](const float* p) { return Batch::load_unaligned(p); };
-  // A whole block (most of them) without the per-vector edge tests.
-  if (m_valid >= MR && n_begin == 0 && n_valid >= NR) {
+  if (whole_block<MR, NR>(args)) {
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
@@ -260,7 +266,7 @@ __attribute__((always_inline)) inline void gemm_store_with_epilogue(
   if (deferred != GemmActivation::kNone) ep.activation = GemmActivation::kNone;
   gemm_store_epilogue_fields<Arch, MR, NR>(acc, args, ep);
   if (deferred == GemmActivation::kNone) return;
-  if (args.m_valid >= MR && args.n_begin == 0 && args.n_valid >= NR)
+  if (whole_block<MR, NR>(args))
     activation_block<Arch, MR, NR / xsimd::batch<float, Arch>::size>(
         deferred, ep.clip_min, ep.clip_max, ep.leaky_alpha, args.c, args.ldc);
   else

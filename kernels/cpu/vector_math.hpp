@@ -39,28 +39,35 @@ namespace {
 template <class B>
 using IntBatch = xsimd::batch<int32_t, typename B::arch_type>;
 
+// fn over kMapGroup batches, read at from(u) and written at to(u) for u <
+// kMapGroup, loaded, mapped and stored together: a SiLU or an exp is a
+// ~60-cycle chain per batch, and four independent ones keep the FMA ports
+// busy where one batch at a time waits on the out-of-order window (SiLU on
+// AVX2, Zen 4: 8.6 -> 8.3 cycles a batch over an L1-resident span; inside
+// the GEMM's deferred pass, whose rows hold two batches, 16 -> 11).
+inline constexpr int kMapGroup = 4;
+
+template <class B, class From, class To, class Fn>
+inline void map_group(From from, To to, Fn&& fn) {
+  B v[kMapGroup];
+#pragma GCC unroll 4
+  for (int u = 0; u < kMapGroup; ++u) v[u] = B::load_unaligned(from(u));
+#pragma GCC unroll 4
+  for (int u = 0; u < kMapGroup; ++u) v[u] = fn(v[u]);
+#pragma GCC unroll 4
+  for (int u = 0; u < kMapGroup; ++u) v[u].store_unaligned(to(u));
+}
+
 // Calls fn(batch) -> batch over x[0, n) into y[0, n) (y may be x), the tail
 // padded with `pad`: a span's last elements go through the same vector code,
 // so an element's result never depends on where the span starts or ends.
-// Four batches at a time where the span holds them, loaded, mapped and
-// stored together: a SiLU or an exp is a ~60-cycle chain per batch, and four
-// independent ones keep the FMA ports busy where a one-batch loop waits on
-// the out-of-order window (SiLU on AVX2, Zen 4: 8.6 -> 8.3 cycles a batch
-// over an L1-resident span; more inside kernels, whose other work shares
-// the window).
+// map_group's batches where the span holds them.
 template <class B, class Fn>
 inline void map_span(const float* x, float* y, int64_t n, float pad, Fn&& fn) {
   constexpr int64_t W = static_cast<int64_t>(B::size);
   int64_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    B v[4];
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) v[u] = B::load_unaligned(x + i + u * W);
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) v[u] = fn(v[u]);
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) v[u].store_unaligned(y + i + u * W);
-  }
+  for (; i + kMapGroup * W <= n; i += kMapGroup * W)
+    map_group<B>([&](int u) { return x + i + u * W; }, [&](int u) { return y + i + u * W; }, fn);
   for (; i + W <= n; i += W) fn(B::load_unaligned(x + i)).store_unaligned(y + i);
   if (i < n) {
     alignas(64) float buffer[W];
